@@ -1,0 +1,48 @@
+# leafcost: `make demo` runs the embedded comparison, `make test` runs the tests. Both install what is missing.
+PYTHON ?= python3
+VENV   := .venv
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: demo test deps system-deps clean
+
+demo: deps
+	$(VENV)/bin/leafcost demo
+
+test: deps
+	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+deps: system-deps $(STAMP)
+
+# System packages the sandbox and the tests need. As root they are installed; otherwise we say what to run.
+system-deps:
+	@missing=""; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
+	command -v prlimit >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	[ -x /usr/bin/python3 ] || missing="$$missing python3"; \
+	$(PYTHON) -c 'import ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "leafcost needs these system packages:$$missing"; \
+	    echo "install them with: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+# The virtual environment, installed from the hashed lock file only; rebuilt when the lock or project changes.
+$(STAMP): requirements.lock pyproject.toml
+	rm -f $(VENV)/.installed-*
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements.lock
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+# Regenerate the lock after changing dependencies in pyproject.toml (needs uv: pip install uv).
+lock:
+	uv pip compile pyproject.toml --extra test --python-version 3.11 --generate-hashes -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""One interface to a model endpoint (router, sglang, local). Arrives with issue 3."""

@@ -1,0 +1,1 @@
+"""Run specs, the Leaf episode loop, the runner, the ledger, statistics and the CLI."""

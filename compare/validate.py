@@ -1,0 +1,96 @@
+"""`leafcost validate`: proves each task solvable (the oracle resolves it) and not solved by doing nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, grade, open_sandbox,
+                     run_oracle)
+
+
+class TaskValidation(BaseModel):
+    task_id: str
+    oracle_resolved: bool | None
+    empty_resolved: bool | None
+    valid: bool
+    error: str | None
+    seconds: float
+
+
+class ValidationReport(BaseModel):
+    tasks: list[TaskValidation]
+    valid: int
+    invalid: int
+
+
+async def validate_task(task: Task, options: SandboxOptions) -> TaskValidation:
+    started = time.monotonic()
+    problems: list[str] = []
+    empty = oracle = None
+    try:
+        empty = await _empty_run(task, options, problems)
+        oracle = await _oracle_run(task, options, problems)
+    except (BuildError, SandboxError, FileNotFoundError) as exc:
+        problems.append(f"{type(exc).__name__}: {exc}")
+    if oracle is False:
+        problems.append("the oracle (solution/solve.sh) does not resolve the task")
+    if empty is True:
+        problems.append("the unchanged repository already passes the tests")
+    return TaskValidation(task_id=task.task_id, oracle_resolved=oracle, empty_resolved=empty,
+                          valid=oracle is True and empty is False and not problems,
+                          error="; ".join(problems) or None, seconds=round(time.monotonic() - started, 3))
+
+
+async def validate_suite(suite: Suite, options: SandboxOptions, *, workers: int = 2,
+                         on_result: Callable[[TaskValidation], None] | None = None) -> ValidationReport:
+    """Every task of the suite, `workers` at a time; tasks that failed to load are reported as invalid."""
+    results = [TaskValidation(task_id=e.task_id, oracle_resolved=None, empty_resolved=None, valid=False,
+                              error=e.error, seconds=0.0) for e in suite.errors]
+    for result in results:
+        if on_result:
+            on_result(result)
+    gate = asyncio.Semaphore(max(1, workers))
+
+    async def one(task: Task) -> TaskValidation:
+        async with gate:
+            result = await validate_task(task, options)
+        if on_result:
+            on_result(result)
+        return result
+
+    results += await asyncio.gather(*(one(task) for task in suite.tasks))
+    results.sort(key=lambda r: r.task_id)
+    valid = sum(r.valid for r in results)
+    return ValidationReport(tasks=results, valid=valid, invalid=len(results) - valid)
+
+
+async def _empty_run(task: Task, options: SandboxOptions, problems: list[str]) -> bool | None:
+    opened = await open_sandbox(task, options)
+    try:
+        result = await grade(opened.sandbox, task)
+    finally:
+        await opened.close()
+    if result.error:
+        problems.append(f"empty run: {result.error}: {result.detail}")
+        return None
+    return result.resolved
+
+
+async def _oracle_run(task: Task, options: SandboxOptions, problems: list[str]) -> bool | None:
+    opened = await open_sandbox(task, options)
+    try:
+        solved = await run_oracle(opened.sandbox, task)
+        if not solved.ok:
+            status = "timed out" if solved.timed_out else f"exited {solved.exit_code}"
+            problems.append(f"solve.sh {status}: {(solved.stderr or solved.stdout).strip()[-300:]}")
+        result = await grade(opened.sandbox, task)
+    finally:
+        await opened.close()
+    if result.error:
+        problems.append(f"oracle run: {result.error}: {result.detail}")
+        return None
+    return result.resolved

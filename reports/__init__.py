@@ -1,0 +1,1 @@
+"""Rendering of reports from ledger queries. Arrives with issue 6."""

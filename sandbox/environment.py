@@ -1,0 +1,332 @@
+"""Builds a task's environment by replaying its Dockerfile over the base root, caches it by content hash,
+and opens fresh sandboxes on copies of it. Also defines the sandbox spec whose hash proves two arms ran alike."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from sandbox.dockerfile import IGNORED, DockerfileError, Instruction, parse_dockerfile, substitute
+from sandbox.leaf_tools import LEAF_TOOLS, RUNNER_VERSION
+from sandbox.limits import Limits
+from sandbox.local import RESERVED_DIRS, LocalSandbox, SandboxError, SandboxOptions, bwrap_version
+from sandbox.tasks import Task
+
+# Bump when the way environments are built changes, so old cache entries are not reused.
+BUILD_FORMAT = "2"
+BASELINE_COMMIT = ("git init -q 2>/dev/null; git add -A && git -c user.name=leafcost -c user.email=leafcost@localhost "
+                   "-c commit.gpgsign=false commit -q --allow-empty --no-verify -m 'leafcost baseline'")
+
+
+class BuildError(RuntimeError):
+    """The environment could not be built; the message names the Dockerfile line that failed."""
+
+
+class BuiltEnvironment(BaseModel):
+    key: str
+    root: Path
+    workdir: str
+    env: dict[str, str]
+    from_image: str
+    ignored_instructions: list[str]
+    git_baseline: str
+    cache_hit: bool = False
+    build_seconds: float
+
+
+class SandboxSpec(BaseModel):
+    """Everything that makes two sandboxes behave alike. Its digest goes with every episode."""
+
+    backend: str = "local"
+    isolation: str
+    bwrap_version: str | None
+    base_root: str
+    extra_ro_binds: list[str]
+    environment_key: str
+    network: bool
+    cpus: float
+    memory_mb: int
+    pids: int
+    limits_via: str
+    tool_runner_version: str
+    leaf_tools_sha256: str
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+
+
+class OpenedSandbox(BaseModel, arbitrary_types_allowed=True):
+    sandbox: LocalSandbox
+    built: BuiltEnvironment
+    spec: SandboxSpec
+    spec_hash: str
+    start_seconds: float
+    workspace: Path
+
+    async def close(self) -> None:
+        await self.sandbox.close()
+        await asyncio.to_thread(shutil.rmtree, self.workspace, True)
+
+
+def task_limits(task: Task) -> Limits:
+    env = task.environment
+    return Limits(cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids)
+
+
+def environment_key(task: Task, options: SandboxOptions) -> str:
+    """Content hash of what the environment is built from: Dockerfile, build context, base root, build format."""
+    digest = hashlib.sha256()
+    for part in (BUILD_FORMAT, options.base_root, json.dumps(sorted(options.extra_ro_binds)),
+                 str(options.unsafe_no_isolation), str(task.environment.allow_internet)):
+        digest.update(part.encode() + b"\0")
+    digest.update(task.dockerfile.read_bytes())
+    for path in sorted(p for p in task.build_context.rglob("*") if p.is_file() or p.is_symlink()):
+        relative = path.relative_to(task.build_context).as_posix()
+        digest.update(relative.encode() + b"\0" + oct(path.lstat().st_mode).encode() + b"\0")
+        digest.update(os.readlink(path).encode() if path.is_symlink() else _file_digest(path))
+    return digest.hexdigest()[:32]
+
+
+async def build_environment(task: Task, options: SandboxOptions) -> BuiltEnvironment:
+    """The cached environment for a task, building it first if no finished build with its key exists."""
+    key = environment_key(task, options)
+    envs = Path(options.cache_dir) / "envs"
+    envs.mkdir(parents=True, exist_ok=True)
+    if (cached := _cached(envs / key)) is not None:
+        return cached
+    lock = await asyncio.to_thread(_lock_file, envs / f"{key}.lock")
+    try:
+        if (cached := _cached(envs / key)) is not None:  # another worker built it while we waited
+            return cached
+        staging = envs / f".building-{key}-{uuid.uuid4().hex[:8]}"
+        try:
+            built = await asyncio.wait_for(_build(task, options, key, staging / "root"),
+                                           task.environment.build_timeout_sec)
+            (staging / "manifest.json").write_text(built.model_dump_json(indent=2))
+            os.rename(staging, envs / key)  # atomic: a half-built environment is never visible under its key
+        except asyncio.TimeoutError:
+            raise BuildError(f"task {task.task_id}: environment build exceeded build_timeout_sec="
+                             f"{task.environment.build_timeout_sec:g}") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # gone after the rename unless the build failed
+        return built.model_copy(update={"root": envs / key / "root"})
+    finally:
+        lock.close()
+
+
+def _cached(directory: Path) -> BuiltEnvironment | None:
+    manifest = directory / "manifest.json"
+    if not manifest.exists():
+        return None
+    built = BuiltEnvironment.model_validate_json(manifest.read_text())
+    return built.model_copy(update={"cache_hit": True, "root": directory / "root"})
+
+
+async def open_sandbox(task: Task, options: SandboxOptions) -> OpenedSandbox:
+    """A fresh sandbox for one episode on a private copy of the task's built environment."""
+    started = time.monotonic()
+    built = await build_environment(task, options)
+    base = Path(options.work_dir) if options.work_dir else None
+    if base:
+        base.mkdir(parents=True, exist_ok=True)
+    workspace = Path(tempfile.mkdtemp(prefix=f"leafcost-{_safe(task.task_id)}-", dir=base))
+    try:
+        await _copy_tree(built.root, workspace / "root")
+        sandbox = await LocalSandbox.start(
+            workspace / "root", workdir=built.workdir, env=built.env, limits=task_limits(task),
+            network=task.environment.allow_internet, options=options)
+    except BaseException:
+        shutil.rmtree(workspace, ignore_errors=True)
+        raise
+    spec = sandbox_spec(task, options, built.key, sandbox.limits.via)
+    return OpenedSandbox(sandbox=sandbox, built=built, spec=spec, spec_hash=spec.digest(),
+                         start_seconds=time.monotonic() - started, workspace=workspace)
+
+
+def sandbox_spec(task: Task, options: SandboxOptions, key: str, limits_via: str) -> SandboxSpec:
+    env = task.environment
+    return SandboxSpec(
+        isolation="none" if options.unsafe_no_isolation else "bwrap",
+        bwrap_version=None if options.unsafe_no_isolation else bwrap_version(),
+        base_root=options.base_root, extra_ro_binds=sorted(options.extra_ro_binds), environment_key=key,
+        network=env.allow_internet, cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids,
+        limits_via=limits_via, tool_runner_version=RUNNER_VERSION,
+        leaf_tools_sha256=hashlib.sha256(json.dumps(LEAF_TOOLS, sort_keys=True).encode()).hexdigest())
+
+
+async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> BuiltEnvironment:
+    started = time.monotonic()
+    try:
+        instructions = parse_dockerfile(task.dockerfile)
+    except DockerfileError as exc:
+        raise BuildError(f"task {task.task_id}: {exc}") from None
+    plan = _Plan(task, root)
+    for instruction in instructions:
+        plan.prepare(instruction)  # create every bound directory before the build sandbox starts
+    if plan.workdir == "/":
+        raise BuildError(f"task {task.task_id}: the Dockerfile sets no WORKDIR; the local sandbox needs one "
+                         "(it is the repository the agent works in)")
+    root.mkdir(parents=True, exist_ok=True)
+    env = task.environment
+    sandbox = await LocalSandbox.start(root, workdir=plan.first_workdir, env={},
+                                       limits=task_limits(task), network=env.allow_internet, options=options)
+    try:
+        for instruction in instructions:
+            await plan.replay(instruction, sandbox)
+        result = await sandbox.exec(BASELINE_COMMIT if not (plan.host(plan.workdir) / ".git").exists()
+                                    else "git rev-parse HEAD >/dev/null", timeout=300, cwd=plan.workdir,
+                                    env=plan.env)
+        if not result.ok:
+            raise BuildError(f"task {task.task_id}: could not record the git baseline in {plan.workdir}: "
+                             f"{(result.stderr or result.stdout)[-500:]}")
+        head = await sandbox.exec("git rev-parse HEAD", timeout=60, cwd=plan.workdir)
+    finally:
+        await sandbox.close()
+    for name in ("tests", "solution", "logs"):  # Harbor's dirs start empty in every episode
+        shutil.rmtree(root / name, ignore_errors=True)
+    return BuiltEnvironment(key=key, root=root, workdir=plan.workdir, env=plan.env, from_image=plan.from_image,
+                            ignored_instructions=plan.ignored, git_baseline=head.stdout.strip(),
+                            build_seconds=time.monotonic() - started)
+
+
+class _Plan:
+    """The state of a Dockerfile replay: variables, working directory, and the directories it writes."""
+
+    def __init__(self, task: Task, root: Path):
+        self.task, self.root = task, root
+        self.env: dict[str, str] = {}
+        self.args: dict[str, str] = {}
+        self.workdir = "/"
+        self.first_workdir = "/"
+        self.from_image = ""
+        self.ignored: list[str] = []
+
+    def where(self, instruction: Instruction) -> str:
+        return f"task {self.task.task_id}: Dockerfile:{instruction.line}"
+
+    def host(self, container_path: str) -> Path:
+        return self.root / container_path.lstrip("/")
+
+    def check_writable(self, container_path: str, instruction: Instruction) -> None:
+        parts = Path(container_path).parts
+        if len(parts) < 2 or parts[1] in RESERVED_DIRS:
+            raise BuildError(f"{self.where(instruction)}: {instruction.keyword} into {container_path} is not "
+                             "supported by the local sandbox (the base root is read-only); use a directory "
+                             "such as /app or /opt")
+
+    def prepare(self, instruction: Instruction) -> None:
+        """First pass: resolve paths so every directory the build writes exists before the sandbox starts."""
+        variables = {**self.args, **self.env}
+        if instruction.keyword == "WORKDIR":
+            self.workdir = os.path.normpath(os.path.join(self.workdir, substitute(instruction.args[0], variables)))
+            self.check_writable(self.workdir, instruction)
+            self.host(self.workdir).mkdir(parents=True, exist_ok=True)
+            if self.first_workdir == "/":
+                self.first_workdir = self.workdir
+        elif instruction.keyword in {"COPY", "ADD"}:
+            destination = self._destination(instruction, variables)
+            self.check_writable(destination, instruction)
+            top = Path(destination).parts[1]
+            (self.root / top).mkdir(parents=True, exist_ok=True)
+        elif instruction.keyword == "ENV":
+            self._set_env(instruction)
+        elif instruction.keyword == "ARG":
+            self.args.setdefault(instruction.args[0], instruction.args[1])
+        if self.first_workdir == "/" and instruction.keyword == "RUN":
+            raise BuildError(f"{self.where(instruction)}: RUN before any WORKDIR would run in the read-only "
+                             "base root; add a WORKDIR first")
+
+    async def replay(self, instruction: Instruction, sandbox: LocalSandbox) -> None:
+        variables = {**self.args, **self.env}
+        keyword = instruction.keyword
+        if keyword == "FROM" and not self.from_image:
+            self.from_image = instruction.args[0]
+            self.env, self.args, self.workdir = {}, {}, "/"
+        elif keyword == "FROM":
+            raise BuildError(f"{self.where(instruction)}: multi-stage builds are not supported")
+        elif keyword in IGNORED:
+            self.ignored.append(f"{instruction.line}: {instruction.text}")
+        elif keyword == "WORKDIR":
+            self.workdir = os.path.normpath(os.path.join(self.workdir, substitute(instruction.args[0], variables)))
+            self.host(self.workdir).mkdir(parents=True, exist_ok=True)
+        elif keyword == "ENV":
+            self._set_env(instruction)
+        elif keyword == "ARG":
+            self.args.setdefault(instruction.args[0], instruction.args[1])
+        elif keyword in {"COPY", "ADD"}:
+            self._copy(instruction, variables)
+        elif keyword == "RUN":
+            result = await sandbox.exec(instruction.args[0], timeout=self.task.environment.build_timeout_sec,
+                                        cwd=self.workdir, env={**self.args, **self.env})
+            if not result.ok:
+                status = "timed out" if result.timed_out else f"failed with exit code {result.exit_code}"
+                output = (result.stdout + result.stderr).strip()[-1500:]
+                raise BuildError(f"{self.where(instruction)}: RUN {instruction.args[0]!r} {status}:\n{output}")
+
+    def _set_env(self, instruction: Instruction) -> None:
+        pairs = instruction.args
+        for name, value in zip(pairs[::2], pairs[1::2]):
+            self.env[name] = substitute(value, {**self.args, **self.env})
+
+    def _destination(self, instruction: Instruction, variables: dict[str, str]) -> str:
+        destination = substitute(instruction.args[-1], variables)
+        return os.path.normpath(os.path.join(self.workdir, destination)) + ("/" if destination.endswith("/") else "")
+
+    def _copy(self, instruction: Instruction, variables: dict[str, str]) -> None:
+        destination = self._destination(instruction, variables)
+        context = self.task.build_context.resolve()
+        sources: list[Path] = []
+        for pattern in instruction.args[:-1]:
+            pattern = substitute(pattern, variables)
+            if "://" in pattern:
+                raise BuildError(f"{self.where(instruction)}: ADD from a URL is not supported offline")
+            matches = sorted(glob.glob(str(context / pattern.lstrip("/")), recursive=True))
+            if not matches:
+                raise BuildError(f"{self.where(instruction)}: {pattern!r} not found in the build context")
+            for match in matches:
+                resolved = Path(match).resolve()
+                if resolved != context and context not in resolved.parents:
+                    raise BuildError(f"{self.where(instruction)}: {pattern!r} points outside the build context")
+                sources.append(Path(match))
+        into_dir = destination.endswith("/") or len(sources) > 1 or (self.host(destination).is_dir())
+        for source in sources:
+            if source.is_dir():  # Docker copies a directory's contents, not the directory itself
+                shutil.copytree(source, self.host(destination), symlinks=True, dirs_exist_ok=True)
+            else:
+                target = self.host(destination) / source.name if into_dir else self.host(destination)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target, follow_symlinks=False)
+
+
+async def _copy_tree(source: Path, destination: Path) -> None:
+    process = await asyncio.create_subprocess_exec("cp", "-a", "--reflink=auto", str(source), str(destination),
+                                                   stderr=asyncio.subprocess.PIPE)
+    _, err = await process.communicate()
+    if process.returncode != 0:
+        raise SandboxError(f"could not copy the environment: {err.decode(errors='replace').strip()}")
+
+
+def _lock_file(path: Path):
+    handle = open(path, "a+")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def _file_digest(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").digest()
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]

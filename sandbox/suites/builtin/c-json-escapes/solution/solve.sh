@@ -1,0 +1,5 @@
+#!/bin/bash
+set -e
+cd /app
+git apply /solution/fix.patch
+make

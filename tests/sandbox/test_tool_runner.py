@@ -1,0 +1,506 @@
+"""The in-sandbox tool runner, driven as a real subprocess over its JSON-lines protocol."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import selectors
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RUNNER = Path(__file__).resolve().parents[2] / "sandbox" / "tool_runner.py"
+SPARSE_SIZE = 200 * 1024 * 1024
+
+
+class RunnerClient:
+    """Speaks the runner's protocol: one JSON line out, one JSON line back."""
+
+    def __init__(self, workdir: Path, command: list[str] | None = None) -> None:
+        self.stderr_path = workdir.parent / "runner.stderr"
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            command or [sys.executable, "-u", str(RUNNER), "--workdir", str(workdir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+        )
+        self.ready = self.receive()
+        self._next_id = 0
+
+    def send_line(self, line: bytes) -> None:
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def receive(self, timeout: float = 60) -> dict:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                raise TimeoutError(f"no answer from the runner within {timeout} s")
+        line = self.proc.stdout.readline()
+        assert line.endswith(b"\n"), f"runner sent no complete line: {line!r}"
+        return json.loads(line)
+
+    def request(self, op: str, wait: float = 60, **fields) -> dict:
+        self._next_id += 1
+        self.send_line(json.dumps({"id": self._next_id, "op": op, **fields}).encode())
+        answer = self.receive(wait)
+        assert answer["id"] == self._next_id
+        return answer
+
+    def tool(self, name: str, arguments: dict | str, wait: float = 60) -> str:
+        return self.request("tool", wait, name=name, arguments=arguments)["output"]
+
+    def peak_memory_bytes(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmHWM in /proc status")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            stream.close()
+        self._stderr.close()
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "app"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def runner(workdir: Path):
+    client = RunnerClient(workdir)
+    yield client
+    client.close()
+
+
+def leaf_read(display: str, data: bytes, offset: int | None = None, limit: int | None = None) -> str:
+    """Leaf's Read, written the simple way (whole file in memory), as the oracle for the streaming one."""
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    first = max(1, offset or 1)
+    end = len(lines) if not limit or limit <= 0 else min(len(lines), first - 1 + limit)
+    body = "\n".join(f"{n}. {line}" for n, line in enumerate(lines[first - 1 : end], start=first))
+    full = f"{display}\n{body}"
+    return full if len(full) <= 20000 else f"{full[:20000]}\n[truncated {len(full) - 20000} chars]"
+
+
+def live_members(pgid: int) -> list[int]:
+    members = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            members.append(int(name))
+    return members
+
+
+# ------------------------------------------------------------------------------------------- protocol
+
+
+def test_ready_line_and_ping(runner: RunnerClient) -> None:
+    assert runner.ready["ready"] is True
+    assert runner.ready["pid"] == runner.proc.pid
+    assert runner.ready["python"] == sys.version.split()[0]
+    assert isinstance(runner.ready["runner_version"], str) and runner.ready["runner_version"]
+    assert runner.request("ping") == {"id": 1, "ok": True}
+
+
+def test_shutdown_answers_then_exits_zero(runner: RunnerClient) -> None:
+    assert runner.request("shutdown") == {"id": 1, "ok": True}
+    assert runner.proc.wait(timeout=30) == 0
+
+
+def test_eof_on_stdin_exits_zero(runner: RunnerClient) -> None:
+    runner.proc.stdin.close()
+    assert runner.proc.wait(timeout=30) == 0
+
+
+def test_missing_workdir_is_reported_not_ready(tmp_path: Path) -> None:
+    client = RunnerClient(tmp_path / "missing")
+    try:
+        assert client.ready["ready"] is False
+        assert "FileNotFoundError" in client.ready["error"]
+        assert client.proc.wait(timeout=30) == 2
+    finally:
+        client.close()
+
+
+def test_malformed_request_lines_get_errors_and_the_runner_keeps_serving(runner: RunnerClient) -> None:
+    runner.send_line(b"this is not json")
+    bad_json = runner.receive()
+    runner.send_line(b'{"id": 7, "op": "teleport"}')
+    unknown_op = runner.receive()
+    runner.send_line(b'{"id": 8, "op": "exec", "timeout": 5}')
+    missing_field = runner.receive()
+    runner.send_line(b'{"id": 9, "op": "exec", "command": "true", "timeout": "soon"}')
+    wrong_type = runner.receive()
+    runner.send_line(b"[1, 2]")
+    not_object = runner.receive()
+
+    assert bad_json["id"] is None and "not valid JSON" in bad_json["error"]
+    assert unknown_op["id"] == 7 and "teleport" in unknown_op["error"]
+    assert missing_field["id"] == 8 and "'command'" in missing_field["error"]
+    assert wrong_type["id"] == 9 and "'timeout'" in wrong_type["error"]
+    assert not_object["id"] is None and "JSON object" in not_object["error"]
+    assert runner.request("ping")["ok"] is True
+
+
+def test_a_stray_print_in_a_tool_cannot_corrupt_the_protocol(tmp_path: Path, workdir: Path) -> None:
+    wrapper = tmp_path / "noisy_runner.py"
+    wrapper.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(RUNNER.parent)!r})\n"
+        "import tool_runner\n"
+        "real_read = tool_runner.TOOLS['Read']\n"
+        "def noisy_read(args, workdir):\n"
+        "    print('stray print from a tool')\n"
+        "    return real_read(args, workdir)\n"
+        "tool_runner.TOOLS['Read'] = noisy_read\n"
+        f"sys.exit(tool_runner.main(['--workdir', {str(workdir)!r}]))\n"
+    )
+    (workdir / "a.txt").write_text("hello\n")
+    client = RunnerClient(workdir, [sys.executable, "-u", str(wrapper)])
+    try:
+        assert client.tool("Read", {"file_path": "a.txt"}) == "a.txt\n1. hello"
+        assert client.request("ping")["ok"] is True
+    finally:
+        client.close()
+    assert "stray print from a tool" in client.stderr_path.read_text()
+
+
+def test_a_command_writing_to_the_runners_own_stdout_lands_on_stderr(runner: RunnerClient) -> None:
+    output = runner.tool("Bash", {"command": "echo sneaky > /proc/$PPID/fd/1; echo fine"})
+    assert output == "Exit code: 0\nSTDOUT:\nfine\n\nSTDERR:\n"
+    assert runner.request("ping")["ok"] is True
+    assert "sneaky" in runner.stderr_path.read_text()
+
+
+# ----------------------------------------------------------------------------------------- dispatch
+
+
+def test_unknown_tool(runner: RunnerClient) -> None:
+    assert runner.tool("Grep", {"pattern": "x"}) == "Unknown tool: Grep"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("Read", "ValueError: file_path is required"),
+        ("Write", "ValueError: file_path is required"),
+        ("Edit", "ValueError: file_path is required"),
+        ("Glob", "ValueError: pattern is required"),
+        ("Bash", "ValueError: command is required"),
+    ],
+)
+def test_malformed_json_arguments_read_as_empty(runner: RunnerClient, name: str, expected: str) -> None:
+    assert runner.tool(name, '{"file_path": "a.txt", "command": ') == expected
+    assert runner.tool(name, '["not", "an", "object"]') == expected
+
+
+def test_arguments_may_be_a_json_string_or_an_object(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "a.txt").write_text("x\n")
+    assert runner.tool("Read", '{"file_path": "a.txt"}') == runner.tool("Read", {"file_path": "a.txt"}) == "a.txt\n1. x"
+
+
+def test_missing_required_parameters_other_than_the_first(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "a.txt").write_text("x\n")
+    assert runner.tool("Write", {"file_path": "b.txt"}) == "ValueError: content is required"
+    assert runner.tool("Edit", {"file_path": "a.txt", "new_string": "y"}) == "ValueError: old_string is required"
+    assert runner.tool("Edit", {"file_path": "a.txt", "old_string": "x"}) == "ValueError: new_string is required"
+    assert not (workdir / "b.txt").exists()
+    assert (workdir / "a.txt").read_text() == "x\n"
+
+
+# --------------------------------------------------------------------------------------------- Read
+
+
+def test_read_numbers_lines_under_the_path(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "src").mkdir()
+    (workdir / "src" / "m.py").write_text("import os\n\nprint(os.sep)\n")
+    expected = "src/m.py\n1. import os\n2. \n3. print(os.sep)"
+    assert runner.tool("Read", {"file_path": "src/m.py"}) == expected
+    assert runner.tool("Read", {"file_path": str(workdir / "src" / "m.py")}) == expected
+
+
+def test_read_outside_the_workdir_shows_the_absolute_path(runner: RunnerClient, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("far\n")
+    assert runner.tool("Read", {"file_path": str(outside)}) == f"{outside}\n1. far"
+
+
+def test_read_offset_and_limit(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "f.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    assert runner.tool("Read", {"file_path": "f.txt", "offset": 4, "limit": 2}) == "f.txt\n4. line 4\n5. line 5"
+    assert runner.tool("Read", {"file_path": "f.txt", "offset": 9}) == "f.txt\n9. line 9\n10. line 10"
+    assert runner.tool("Read", {"file_path": "f.txt", "limit": 1}) == "f.txt\n1. line 1"
+    assert runner.tool("Read", {"file_path": "f.txt", "offset": 50}) == "f.txt\n"
+
+
+def test_read_bad_offset_is_an_observation(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "f.txt").write_text("a\n")
+    assert runner.tool("Read", {"file_path": "f.txt", "offset": "abc"}) == (
+        "ValueError: offset must be an integer, got 'abc'"
+    )
+
+
+def test_read_shows_invalid_utf8_as_replacement_characters(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "bin.txt").write_bytes(b"ok\xff\xfe end\n")
+    assert runner.tool("Read", {"file_path": "bin.txt"}) == "bin.txt\n1. ok\ufffd\ufffd end"
+
+
+def test_read_errors_are_observations(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "pkg").mkdir()
+    assert runner.tool("Read", {"file_path": "pkg"}).startswith("IsADirectoryError: ")
+    assert runner.tool("Read", {"file_path": "nope.txt"}).startswith("FileNotFoundError: ")
+    os.mkfifo(workdir / "pipe")
+    assert runner.tool("Read", {"file_path": "pipe"}).startswith("OSError: ")
+
+
+def test_read_cuts_a_long_file_at_20000_chars(runner: RunnerClient, workdir: Path) -> None:
+    data = "".join(f"row {i:05d} of the table\n" for i in range(3000)).encode()
+    (workdir / "big.txt").write_bytes(data)
+    output = runner.tool("Read", {"file_path": "big.txt"})
+    full = "big.txt\n" + "\n".join(f"{n}. row {n - 1:05d} of the table" for n in range(1, 3001))
+    assert output == f"{full[:20000]}\n[truncated {len(full) - 20000} chars]"
+
+
+def test_read_streams_exactly_like_leafs_whole_file_read(runner: RunnerClient, workdir: Path) -> None:
+    rng = random.Random(42)
+    alphabet = [b"abc", b"x" * 300, b"\n", b"\r\n", b"\r", b"\xff", "é".encode(), "\u2028".encode(),
+                "\u0085".encode(), b"\x0c", b"\x1c", "日本".encode(), b"\xe6\x97"]
+    tricky = bytearray()
+    while len(tricky) < 900_000:
+        tricky += rng.choice(alphabet)
+    tricky[262_143:262_145] = b"\r\n"  # a CRLF across the reader's chunk boundary
+    tricky[524_287:524_290] = "日".encode()  # a multi-byte character across one
+    (workdir / "tricky.txt").write_bytes(bytes(tricky))
+    for offset, limit in [(None, None), (7, None), (2000, 30), (3, 100_000), (10**6, None), (None, 1)]:
+        arguments = {"file_path": "tricky.txt", "offset": offset, "limit": limit}
+        assert runner.tool("Read", arguments) == leaf_read("tricky.txt", bytes(tricky), offset, limit), arguments
+
+
+def test_read_counts_many_short_lines_exactly(runner: RunnerClient, workdir: Path) -> None:
+    data = b"x\n" * 600_000 + b"tail without newline"
+    (workdir / "short.txt").write_bytes(data)
+    for offset, limit in [(None, None), (123_456, 250_000), (599_990, None)]:
+        arguments = {"file_path": "short.txt", "offset": offset, "limit": limit}
+        assert runner.tool("Read", arguments) == leaf_read("short.txt", data, offset, limit), arguments
+
+
+def test_read_of_a_200_mb_sparse_file_stays_small(runner: RunnerClient, workdir: Path) -> None:
+    with open(workdir / "sparse.bin", "wb") as handle:
+        handle.truncate(SPARSE_SIZE)
+    whole = runner.tool("Read", {"file_path": "sparse.bin"})
+    past_the_end = runner.tool("Read", {"file_path": "sparse.bin", "offset": 2})
+    head = "sparse.bin\n1. "
+    assert whole.startswith(head + "\x00" * 100)
+    assert whole.endswith(f"\n[truncated {len(head) + SPARSE_SIZE - 20000} chars]")
+    assert past_the_end == "sparse.bin\n"
+    assert runner.peak_memory_bytes() < 150 * 1024 * 1024
+
+
+# -------------------------------------------------------------------------------------- Write, Edit
+
+
+def test_write_creates_parents_and_counts_utf8_bytes(runner: RunnerClient, workdir: Path) -> None:
+    assert runner.tool("Write", {"file_path": "a/b/c.txt", "content": "héllo\n"}) == "Wrote a/b/c.txt (7 bytes)."
+    assert (workdir / "a" / "b" / "c.txt").read_bytes() == "héllo\n".encode()
+    assert runner.tool("Write", {"file_path": "a/b/c.txt", "content": ""}) == "Wrote a/b/c.txt (0 bytes)."
+    assert (workdir / "a" / "b" / "c.txt").read_bytes() == b""
+
+
+def test_edit_replaces_one_occurrence(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "m.py").write_text("x = 1\ny = 2\n")
+    assert runner.tool("Edit", {"file_path": "m.py", "old_string": "y = 2", "new_string": "y = 3"}) == (
+        "Edited m.py (1 replacement)."
+    )
+    assert (workdir / "m.py").read_text() == "x = 1\ny = 3\n"
+
+
+def test_edit_replace_all(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "m.py").write_text("a a a b\n")
+    arguments = {"file_path": "m.py", "old_string": "a", "new_string": "z", "replace_all": True}
+    assert runner.tool("Edit", arguments) == "Edited m.py (3 replacements)."
+    assert (workdir / "m.py").read_text() == "z z z b\n"
+
+
+def test_edit_errors_leave_the_file_alone(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "m.py").write_text("a a\n")
+    empty = runner.tool("Edit", {"file_path": "m.py", "old_string": "", "new_string": "z"})
+    absent = runner.tool("Edit", {"file_path": "m.py", "old_string": "q", "new_string": "z"})
+    twice = runner.tool("Edit", {"file_path": "m.py", "old_string": "a", "new_string": "z"})
+    assert empty == "ValueError: old_string must be non-empty"
+    assert absent == "ValueError: old_string was not found"
+    assert twice.startswith("ValueError: old_string matched 2 times") and "replace_all=true" in twice
+    assert (workdir / "m.py").read_text() == "a a\n"
+
+
+def test_edit_keeps_bytes_that_are_not_utf8(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "latin.txt").write_bytes(b"caf\xe9 = 1\n")
+    assert runner.tool("Edit", {"file_path": "latin.txt", "old_string": "1", "new_string": "2"}) == (
+        "Edited latin.txt (1 replacement)."
+    )
+    assert (workdir / "latin.txt").read_bytes() == b"caf\xe9 = 2\n"
+
+
+# --------------------------------------------------------------------------------------------- Glob
+
+
+def test_glob_is_recursive_sorted_relative_files_only_and_skips_git(runner: RunnerClient, workdir: Path) -> None:
+    for name in ["z.py", "a.py", "sub/b.py", "sub/deep/c.py", "sub/notes.txt", ".git/hooks/h.py"]:
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / name).write_text("")
+    (workdir / "dir.py").mkdir()
+    assert runner.tool("Glob", {"pattern": "**/*.py"}) == "a.py\nsub/b.py\nsub/deep/c.py\nz.py"
+    assert runner.tool("Glob", {"pattern": "**/*.py", "path": "sub"}) == "sub/b.py\nsub/deep/c.py"
+    assert runner.tool("Glob", {"pattern": ".git/**"}) == "No files matched."
+    assert runner.tool("Glob", {"pattern": "**/*.rs"}) == "No files matched."
+
+
+def test_glob_shows_at_most_1000_files(runner: RunnerClient, workdir: Path) -> None:
+    for i in range(1005):
+        (workdir / f"f{i:04d}.txt").write_text("")
+    lines = runner.tool("Glob", {"pattern": "*.txt"}).split("\n")
+    assert len(lines) == 1001
+    assert lines[:1000] == [f"f{i:04d}.txt" for i in range(1000)]
+    assert lines[1000] == "... 5 more files"
+
+
+# --------------------------------------------------------------------------------------------- Bash
+
+
+def test_bash_reports_exit_code_stdout_and_stderr(runner: RunnerClient, workdir: Path) -> None:
+    output = runner.tool("Bash", {"command": "pwd; echo oops >&2; exit 3", "description": "probe"})
+    assert output == f"Exit code: 3\nSTDOUT:\n{workdir}\n\nSTDERR:\noops\n"
+
+
+def test_bash_has_no_stdin(runner: RunnerClient) -> None:
+    assert runner.tool("Bash", {"command": "cat; echo after"}, wait=30) == "Exit code: 0\nSTDOUT:\nafter\n\nSTDERR:\n"
+
+
+def test_bash_timeout_keeps_partial_output(runner: RunnerClient) -> None:
+    output = runner.tool("Bash", {"command": "echo started; echo half >&2; sleep 30", "timeout": 1})
+    assert output == "Timed out after 1.0s\nSTDOUT:\nstarted\n\nSTDERR:\nhalf\n"
+
+
+def test_bash_timeout_above_1000_is_milliseconds(runner: RunnerClient) -> None:
+    output = runner.tool("Bash", {"command": "sleep 30", "timeout": 1500})
+    assert output == "Timed out after 1.5s\nSTDOUT:\n\nSTDERR:\n"
+
+
+def test_bash_bad_timeout_is_an_observation(runner: RunnerClient) -> None:
+    output = runner.tool("Bash", {"command": "true", "timeout": "abc"})
+    assert output == "ValueError: timeout must be a number of seconds, got 'abc'"
+
+
+def test_bash_cuts_output_at_30000_chars(runner: RunnerClient) -> None:
+    output = runner.tool("Bash", {"command": "printf 'x%.0s' $(seq 40000)"})
+    full = "Exit code: 0\nSTDOUT:\n" + "x" * 40000 + "\nSTDERR:\n"
+    assert output == f"{full[:30000]}\n[truncated {len(full) - 30000} chars]"
+
+
+def test_bash_does_not_wait_for_a_background_child_holding_the_pipe(runner: RunnerClient) -> None:
+    output = runner.tool("Bash", {"command": "sleep 300 & echo $!; echo done"}, wait=30)
+    child = int(output.split("\n")[2])
+    os.kill(child, signal.SIGKILL)
+    assert output == f"Exit code: 0\nSTDOUT:\n{child}\ndone\n\nSTDERR:\n"
+
+
+def test_bash_timeout_does_not_wait_for_a_setsid_grandchild(runner: RunnerClient) -> None:
+    output = runner.tool("Bash", {"command": "setsid sleep 300 & echo $!; sleep 300", "timeout": 1}, wait=30)
+    os.kill(int(output.split("\n")[2]), signal.SIGKILL)
+    assert output.startswith("Timed out after 1.0s\nSTDOUT:\n")
+
+
+def test_bash_timeout_kills_the_whole_spawning_process_group(runner: RunnerClient) -> None:
+    spawners = "for i in 1 2 3; do (while true; do sleep 300 & sleep 0.02; done) & done; wait"
+    output = runner.tool("Bash", {"command": f"echo $$; {spawners}", "timeout": 2}, wait=60)
+    group = int(output.split("\n")[2])
+    assert output.startswith("Timed out after 2.0s\n")
+    assert live_members(group) == []
+
+
+def test_bash_output_is_capped_in_memory(runner: RunnerClient) -> None:
+    output = runner.tool("Bash", {"command": "yes", "timeout": 2}, wait=60)
+    assert output.startswith("Timed out after 2.0s\nSTDOUT:\ny\ny\n")
+    assert int(output.rsplit("[truncated ", 1)[1].split()[0]) > 8 * 1024 * 1024
+    assert runner.peak_memory_bytes() < 150 * 1024 * 1024
+
+
+# --------------------------------------------------------------------------------------------- exec
+
+
+def test_exec_with_env_and_cwd(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "sub").mkdir()
+    answer = runner.request(
+        "exec", command="echo $GREETING; pwd; echo warn >&2; exit 4", timeout=30,
+        cwd=str(workdir / "sub"), env={"GREETING": "hi"}, login=False,
+    )
+    assert answer == {
+        "id": 1, "exit_code": 4, "stdout": f"hi\n{workdir / 'sub'}\n", "stderr": "warn\n",
+        "timed_out": False, "seconds": answer["seconds"], "truncated_bytes": 0,
+    }
+    assert isinstance(answer["seconds"], float)
+
+
+def test_exec_defaults_to_the_workdir_and_keeps_the_environment(runner: RunnerClient, workdir: Path) -> None:
+    answer = runner.request("exec", command='pwd; echo "$PATH"', timeout=30, cwd=None, env=None)
+    assert answer["stdout"] == f"{workdir}\n{os.environ['PATH']}\n"
+    assert answer["exit_code"] == 0
+
+
+def test_exec_timeout(runner: RunnerClient) -> None:
+    answer = runner.request("exec", command="echo partial; sleep 30", timeout=1)
+    assert answer["timed_out"] is True
+    assert answer["exit_code"] is None
+    assert answer["stdout"] == "partial\n"
+
+
+def test_exec_caps_each_stream_at_8_mib(runner: RunnerClient) -> None:
+    answer = runner.request("exec", command="yes | head -c 9000000", timeout=60)
+    assert answer["exit_code"] == 0
+    assert len(answer["stdout"]) == 8 * 1024 * 1024
+    assert answer["truncated_bytes"] == 9000000 - 8 * 1024 * 1024
+
+
+def test_exec_in_a_missing_directory_is_an_error_answer(runner: RunnerClient, workdir: Path) -> None:
+    answer = runner.request("exec", command="true", timeout=5, cwd=str(workdir / "nowhere"))
+    assert "FileNotFoundError" in answer["error"]
+    assert runner.request("ping")["ok"] is True
+
+
+# ------------------------------------------------------------------------------------------- schemas
+
+
+def test_leaf_tool_schemas_match_leaf() -> None:
+    from sandbox import leaf_tools
+
+    by_name = {tool["function"]["name"]: tool["function"]["parameters"] for tool in leaf_tools.LEAF_TOOLS}
+    assert tuple(by_name) == leaf_tools.LEAF_TOOL_NAMES == ("Read", "Write", "Edit", "Glob", "Bash")
+    assert {name: params["required"] for name, params in by_name.items()} == {
+        "Read": ["file_path"], "Write": ["file_path", "content"], "Edit": ["file_path", "old_string", "new_string"],
+        "Glob": ["pattern"], "Bash": ["command"],
+    }
+    types = {name: {p: spec["type"] for p, spec in params["properties"].items()} for name, params in by_name.items()}
+    assert types == {
+        "Read": {"file_path": "string", "offset": "integer", "limit": "integer"},
+        "Write": {"file_path": "string", "content": "string"},
+        "Edit": {"file_path": "string", "old_string": "string", "new_string": "string", "replace_all": "boolean"},
+        "Glob": {"pattern": "string", "path": "string"},
+        "Bash": {"command": "string", "description": "string", "timeout": "number"},
+    }
+    assert leaf_tools.TOOL_RUNNER_PATH == RUNNER
+    assert leaf_tools.RUNNER_VERSION == "1"
