@@ -104,6 +104,7 @@ class LocalSandbox:
         self._lock = asyncio.Lock()
         self._next_id = 0
         self._closed = False
+        self._release_root: Any = None
 
     @classmethod
     async def start(cls, root: Path, *, workdir: str, env: dict[str, str], limits: Limits, network: bool,
@@ -113,21 +114,23 @@ class LocalSandbox:
         for directory in HARBOR_DIRS:
             (root / directory).mkdir(parents=True, exist_ok=True)
         isolated = not options.unsafe_no_isolation
-        applied = apply_limits(limits)
         if isolated:
             argv = bwrap_command(root, workdir=workdir, env=env, network=network, options=options)
             if not Path(options.base_root if options.base_root != "host" else "/", "usr/bin/python3").exists():
                 raise SandboxError(f"the base root {options.base_root!r} has no /usr/bin/python3, "
                                    "which the tool runner needs")
         else:
-            argv = ["python3", "-u", "-I", str(TOOL_RUNNER_PATH), "--workdir", str(root / workdir.lstrip("/"))]
+            await _claim_host_root(root)
+            argv = ["/usr/bin/python3", "-u", "-I", str(TOOL_RUNNER_PATH), "--workdir", workdir]
+        applied = apply_limits(limits)
         stderr_path = root.parent / "runner.stderr"
         with open(stderr_path, "wb") as stderr:
             process = await asyncio.create_subprocess_exec(
                 *applied.wrap(argv), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=stderr, env=_runner_env(env) if not isolated else {"PATH": DEFAULT_PATH},
-                start_new_session=True, limit=64 * 1024 * 1024)
+                cwd=workdir if not isolated else None, start_new_session=True, limit=64 * 1024 * 1024)
         sandbox = cls(root, workdir, process, applied, isolated, stderr_path)
+        sandbox._release_root = None if isolated else _release_host_root
         try:
             hello = await sandbox._read_line(timeout=30)
         except SandboxError:
@@ -171,6 +174,8 @@ class LocalSandbox:
         if self._process.stdin is not None:
             self._process.stdin.close()
         self.limits.release()
+        if self._release_root is not None:
+            self._release_root(self.root)
 
     async def _request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
         async with self._lock:
@@ -221,7 +226,7 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
     argv = [bwrap_path() or "bwrap", "--unshare-all", *(["--share-net"] if network else []),
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL",
             "--die-with-parent", "--new-session", "--hostname", "leafcost",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/var/tmp", "--dir", "/run"]
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
     for name in SYSTEM_DIRS:
         source = base / name
         if source.is_symlink():
@@ -237,14 +242,56 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
             argv += ["--tmpfs", f"/{name}"]
     for path in options.extra_ro_binds:
         argv += ["--ro-bind", path, path]
-    argv += ["--dir", "/root"]
-    for entry in sorted(root.iterdir()):
-        if entry.is_dir() and entry.name not in RESERVED_DIRS:
-            argv += ["--bind", str(entry), f"/{entry.name}"]
-    argv += ["--ro-bind", str(TOOL_RUNNER_PATH), RUNNER_IN_SANDBOX, "--chdir", workdir, "--clearenv"]
+    argv += ["--tmpfs", "/root"]
+    for entry in _top_level(root):
+        argv += ["--bind", str(entry), f"/{entry.name}"]
+    # The tmpfs that holds the mount points goes read-only last: writing to / fails as in a real root.
+    argv += ["--ro-bind", str(TOOL_RUNNER_PATH), RUNNER_IN_SANDBOX, "--remount-ro", "/", "--chdir", workdir,
+             "--clearenv"]
     for key, value in _runner_env(env).items():
         argv += ["--setenv", key, value]
     return argv + ["/usr/bin/python3", "-u", "-I", RUNNER_IN_SANDBOX, "--workdir", workdir]
+
+
+# Without isolation this machine's own root plays the container (Harbor's paths are real): one sandbox at a time.
+_HOST_ROOT_LOCK = asyncio.Lock()
+_HOST_ROOT_OWNER = ".leafcost-unsafe-root"
+
+
+async def _claim_host_root(root: Path) -> None:
+    """Links the environment's top-level directories at /<name>, refusing any path that is not ours."""
+    await _HOST_ROOT_LOCK.acquire()
+    try:
+        if os.geteuid() != 0:
+            raise SandboxError("--unsafe-no-isolation puts the task's directories (/app, /tests, /logs...) at the "
+                               "root of this machine, which needs root; use it only inside a disposable container")
+        for entry in _top_level(root):
+            target = Path("/") / entry.name
+            if target.is_symlink() and Path(os.readlink(target), _HOST_ROOT_OWNER).exists():
+                target.unlink()  # left behind by a killed leafcost run
+            if target.exists() or target.is_symlink():
+                raise SandboxError(f"--unsafe-no-isolation: {target} already exists on this machine and is not "
+                                   "leafcost's; refusing to replace it")
+        for entry in _top_level(root):
+            (entry / _HOST_ROOT_OWNER).touch()
+            (Path("/") / entry.name).symlink_to(entry)
+    except BaseException:
+        _release_host_root(root)
+        raise
+
+
+def _release_host_root(root: Path) -> None:
+    try:
+        for entry in _top_level(root):
+            target = Path("/") / entry.name
+            if target.is_symlink() and Path(os.readlink(target)) == entry:
+                target.unlink()
+    finally:
+        _HOST_ROOT_LOCK.release()
+
+
+def _top_level(root: Path) -> list[Path]:
+    return [e for e in sorted(root.iterdir()) if e.is_dir() and e.name not in RESERVED_DIRS]
 
 
 def _runner_env(env: dict[str, str]) -> dict[str, str]:

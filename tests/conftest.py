@@ -1,0 +1,65 @@
+"""Shared fixtures: small real Harbor tasks written to disk, and sandbox options with a per-session cache."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sandbox import SandboxOptions, load_harbor_task
+
+TASK_TOML = """version = "1.0"
+[verifier]
+timeout_sec = {verifier_timeout}
+[agent]
+timeout_sec = 120.0
+[environment]
+cpus = 1
+memory_mb = {memory_mb}
+pids = {pids}
+allow_internet = {network}
+"""
+
+PASSING_TEST = """#!/bin/bash
+mkdir -p /logs/verifier
+if python3 -c 'import calc; assert calc.add(2, 3) == 5'; then echo 1 > /logs/verifier/reward.txt
+else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+@pytest.fixture(scope="session")
+def sandbox_options(tmp_path_factory) -> SandboxOptions:
+    return SandboxOptions(cache_dir=tmp_path_factory.mktemp("leafcost-cache"))
+
+
+@pytest.fixture
+def make_task(tmp_path):
+    """Writes a small Harbor task (a calculator whose add() subtracts) with any file replaced or removed."""
+
+    def make(name: str = "calc", *, files: dict[str, str | None] | None = None, verifier_timeout: float = 60,
+             memory_mb: int = 512, pids: int = 256, network: bool = False):
+        task = tmp_path / "tasks" / name
+        content: dict[str, str | None] = {
+            "task.toml": TASK_TOML.format(verifier_timeout=verifier_timeout, memory_mb=memory_mb, pids=pids,
+                                          network=str(network).lower()),
+            "instruction.md": "# calc.add subtracts\n\n`calc.add(2, 3)` returns -1, expected 5.\n",
+            "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\n",
+            "environment/repo/calc.py": "def add(a, b):\n    return a - b\n",
+            "tests/test.sh": PASSING_TEST,
+            "solution/solve.sh": "sed -i 's/a - b/a + b/' calc.py\n",
+        }
+        content.update(files or {})
+        for relative, text in content.items():
+            if text is None:
+                continue
+            path = task / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text))
+        return load_harbor_task(task)
+
+    return make
+
+
+def task_dir(task) -> Path:
+    return Path(task.path)
