@@ -1,0 +1,162 @@
+"""Harbor grading and Leaf's patch capture, including every way a verifier or a build can go wrong."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from compare.validate import validate_task
+from sandbox import BuildError, capture_patch, grade, open_sandbox, run_oracle
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def graded(task, options, before=None):
+    opened = await open_sandbox(task, options)
+    try:
+        if before:
+            await before(opened.sandbox)
+        return await grade(opened.sandbox, task)
+    finally:
+        await opened.close()
+
+
+def test_oracle_resolves_and_empty_run_does_not(make_task, sandbox_options):
+    task = make_task()
+    assert run(graded(task, sandbox_options)).resolved is False
+
+    async def oracle(sandbox):
+        result = await run_oracle(sandbox, task)
+        assert result.ok
+
+    result = run(graded(task, sandbox_options, oracle))
+    assert result.resolved is True and result.reward == 1.0 and result.error is None
+
+
+def test_hanging_verifier_is_a_timeout_error_not_a_miss(make_task, sandbox_options):
+    task = make_task("hangs", verifier_timeout=2, files={"tests/test.sh": "sleep 600\n"})
+    result = run(graded(task, sandbox_options))
+    assert result.error == "verifier_timeout"
+    assert result.resolved is False and result.reward is None
+
+
+@pytest.mark.parametrize("script, error", [
+    ("echo 'all good!' > /logs/verifier/reward.txt\n", "reward_invalid"),
+    ("echo '{\"score\": 1}' > /logs/verifier/reward.json\n", "reward_invalid"),
+    ("printf '\\xff\\xfe' > /logs/verifier/reward.txt\n", "reward_invalid"),
+    ("echo NaN > /logs/verifier/reward.txt\n", "reward_invalid"),
+    ("mkfifo /logs/verifier/reward.txt\n", "reward_invalid"),
+    ("echo the tests ran but wrote nothing\n", "reward_missing"),
+])
+def test_garbage_or_missing_reward_is_an_error(make_task, sandbox_options, script, error):
+    result = run(graded(make_task("garbage", files={"tests/test.sh": script}), sandbox_options))
+    assert result.error == error
+    assert result.resolved is False and result.reward is None
+    assert result.detail
+
+
+def test_reward_json_and_partial_reward(make_task, sandbox_options):
+    full = make_task("full", files={"tests/test.sh": "echo '{\"reward\": 1.0}' > /logs/verifier/reward.json\n"})
+    half = make_task("half", files={"tests/test.sh": "echo 0.5 > /logs/verifier/reward.txt\n"})
+    assert run(graded(full, sandbox_options)).resolved is True
+    partial = run(graded(half, sandbox_options))
+    assert partial.reward == 0.5 and partial.resolved is False and partial.error is None
+
+
+def test_agent_cannot_point_the_host_at_its_files(make_task, sandbox_options, tmp_path):
+    """A symlink planted where the host later writes (/logs/verifier, /tests) must not be followed."""
+    victim = tmp_path / "host-dir"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me")
+
+    async def plant(sandbox):
+        await sandbox.exec(f"rm -rf /logs/verifier && ln -s {victim} /logs/verifier && "
+                           f"ln -s {victim}/precious.txt /tests/test.sh", timeout=10)
+
+    result = run(graded(make_task(), sandbox_options, plant))
+    assert (victim / "precious.txt").read_text() == "keep me"
+    assert result.error is None and result.resolved is False
+
+
+def test_hidden_tests_and_solution_are_invisible_to_the_agent(make_task, sandbox_options):
+    async def scenario():
+        opened = await open_sandbox(make_task(), sandbox_options)
+        try:
+            return await opened.sandbox.run_tool("Bash", {"command": "ls -A /tests /solution; cat /tests/* 2>&1"})
+        finally:
+            await opened.close()
+
+    listing = run(scenario())
+    assert "test.sh" not in listing and "solve.sh" not in listing
+
+
+def test_patch_capture_is_leafs_and_resets_the_index(make_task, sandbox_options):
+    async def scenario():
+        opened = await open_sandbox(make_task(), sandbox_options)
+        try:
+            sandbox = opened.sandbox
+            await sandbox.run_tool("Edit", {"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"})
+            await sandbox.run_tool("Write", {"file_path": "blob.bin", "content": "x"})
+            await sandbox.exec("printf '\\x00\\x01' > blob.bin", timeout=10)
+            patch = await capture_patch(sandbox)
+            staged = await sandbox.exec("git diff --cached --name-only", timeout=10)
+            unstaged = await sandbox.exec("git status --porcelain", timeout=10)
+        finally:
+            await opened.close()
+        return patch, staged.stdout, unstaged.stdout
+
+    patch, staged, status = run(scenario())
+    assert "-    return a - b\n+    return a + b" in patch
+    assert "GIT binary patch" in patch and "blob.bin" in patch
+    assert staged == ""  # index reset, as Leaf does
+    assert " M calc.py" in status and "?? blob.bin" in status
+
+
+def test_failing_run_step_is_a_build_error_naming_the_line(make_task, sandbox_options):
+    dockerfile = "FROM python:3.11\nWORKDIR /app\nCOPY repo/ /app/\nRUN echo building && exit 3\n"
+    task = make_task("bad-build", files={"environment/Dockerfile": dockerfile})
+    with pytest.raises(BuildError, match=r"task bad-build: Dockerfile:4: RUN .* failed with exit code 3"):
+        run(open_sandbox(task, sandbox_options))
+
+
+def test_build_replays_env_workdir_and_run_and_caches(make_task, sandbox_options):
+    dockerfile = ("FROM python:3.11\nARG FLAVOUR=mild\nENV GREETING=\"hello ${FLAVOUR}\"\nWORKDIR /srv/project\n"
+                  "COPY repo/ ./\nRUN echo \"$GREETING\" > built.txt\nEXPOSE 8000\n")
+    task = make_task("replay", files={"environment/Dockerfile": dockerfile})
+
+    async def scenario():
+        first = await open_sandbox(task, sandbox_options)
+        try:
+            out = await first.sandbox.run_tool("Bash", {"command": "pwd; cat built.txt; echo $GREETING"})
+        finally:
+            await first.close()
+        second = await open_sandbox(task, sandbox_options)
+        await second.close()
+        return first, second, out
+
+    first, second, out = run(scenario())
+    assert "/srv/project\nhello mild\nhello mild" in out
+    assert first.built.from_image == "python:3.11"
+    assert first.built.ignored_instructions == ["7: EXPOSE 8000"]
+    assert first.built.cache_hit is False and second.built.cache_hit is True
+
+
+def test_copy_into_the_base_root_is_refused(make_task, sandbox_options):
+    dockerfile = "FROM python:3.11\nWORKDIR /app\nCOPY repo/calc.py /usr/local/lib/\n"
+    task = make_task("into-usr", files={"environment/Dockerfile": dockerfile})
+    with pytest.raises(BuildError, match=r"Dockerfile:3: COPY into /usr/local/lib/? is not supported"):
+        run(open_sandbox(task, sandbox_options))
+
+
+def test_validate_flags_tasks_that_prove_nothing(make_task, sandbox_options):
+    always = make_task("always-passes", files={"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"})
+    broken_oracle = make_task("bad-oracle", files={"solution/solve.sh": "exit 4\n"})
+    good = run(validate_task(make_task("good"), sandbox_options))
+    trivial = run(validate_task(always, sandbox_options))
+    unsolved = run(validate_task(broken_oracle, sandbox_options))
+    assert good.valid and good.oracle_resolved is True and good.empty_resolved is False and good.error is None
+    assert not trivial.valid and trivial.empty_resolved is True and "already passes" in trivial.error
+    assert not unsolved.valid and unsolved.oracle_resolved is False and "solve.sh exited 4" in unsolved.error
