@@ -74,6 +74,8 @@ def main() -> None:
     parser.add_argument("--start-rounds", type=int, default=5, help="sandbox starts per task (default 5)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args()
+    if args.rounds < 2 or args.start_rounds < 1:
+        parser.error("--rounds must be at least 2 (for a p90) and --start-rounds at least 1")
     with tempfile.TemporaryDirectory(prefix="leafcost-bench-") as scratch:
         options = SandboxOptions(cache_dir=Path(scratch) / "cache", work_dir=Path(scratch) / "work")
         report = asyncio.run(measure(options, rounds=args.rounds, start_rounds=args.start_rounds))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import shutil
 import uuid
 from pathlib import Path
@@ -60,9 +62,20 @@ class AppliedLimits(BaseModel):
                             return True
         return False
 
-    def release(self) -> None:
-        for directory in self.cgroups:
-            _remove_cgroup(Path(directory))
+    async def release(self) -> None:
+        """Kills whatever is still in the cgroups, waits for them to empty, then removes them."""
+        for directory in map(Path, self.cgroups):
+            for _ in range(100):  # processes of a killed PID namespace leave asynchronously
+                pids = _members(directory)
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                await asyncio.sleep(0.02)
+            _remove_cgroup(directory)
 
 
 def apply_limits(limits: Limits) -> AppliedLimits:
@@ -121,6 +134,13 @@ def _cgroup_v2(limits: Limits, name: str) -> AppliedLimits | None:
         _remove_cgroup(directory)
         raise
     return AppliedLimits(via="cgroup-v2", limits=limits, cgroups=[str(directory)], cpu_enforced=True)
+
+
+def _members(directory: Path) -> list[int]:
+    try:
+        return [int(line) for line in (directory / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []
 
 
 def _try_write(path: Path, value: str) -> None:

@@ -173,7 +173,7 @@ class LocalSandbox:
         await self._process.wait()
         if self._process.stdin is not None:
             self._process.stdin.close()
-        self.limits.release()
+        await self.limits.release()
         if self._release_root is not None:
             self._release_root(self.root)
 

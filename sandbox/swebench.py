@@ -118,7 +118,7 @@ def find_repository(repos: Path | None, repo: str) -> Path:
     raise _InstanceError(f"no git repository for {repo}; tried {', '.join(str(p) for p in [repos, *tried])}: {fix}")
 
 
-def test_files(test_patch: str) -> list[str]:
+def patch_files(test_patch: str) -> list[str]:
     """Every file a patch touches, both sides of a rename, in order of appearance."""
     files: list[str] = []
     for old, new in _diff_paths(test_patch):
@@ -232,7 +232,7 @@ def _task_files(instance: SWEBenchInstance, commit: str) -> dict[str, str]:
     log_parser = instance.log_parser if instance.test_cmd else "pytest"
     spec = {"instance_id": instance.instance_id, "repo": instance.repo, "fail_to_pass": instance.FAIL_TO_PASS,
             "pass_to_pass": instance.PASS_TO_PASS, "test_cmd": test_cmd, "log_parser": log_parser,
-            "test_files": test_files(instance.test_patch)}
+            "test_files": patch_files(instance.test_patch)}
     return {
         "instruction.md": instance.problem_statement,
         "task.toml": _task_toml(instance, commit),
@@ -295,7 +295,7 @@ git apply -v /solution/gold.patch
 
 
 def _test_sh(instance: SWEBenchInstance, test_cmd: str) -> str:
-    files = " ".join(shlex.quote(f) for f in test_files(instance.test_patch)) or "''"
+    files = " ".join(shlex.quote(f) for f in patch_files(instance.test_patch)) or "''"
     return TEST_SH.format(instance_id=instance.instance_id, workdir=WORKDIR, files=files, test_cmd=test_cmd)
 
 
@@ -326,13 +326,14 @@ def _git(repository: Path, args: list[str], name: str, *, env: dict[str, str] | 
     # The caller's GIT_DIR, GIT_INDEX_FILE, ... would redirect these commands to another repository.
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     argv = ["git", *args] if cwd else ["git", "-C", str(repository), *args]
+    command = next(a for a in args if not a.startswith("-") and "=" not in a)
     try:
         result = subprocess.run(argv, capture_output=True, text=True, env={**clean, **(env or {})},
                                 cwd=cwd, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise _InstanceError(f"{name}: git {args[0]} failed in {repository}: {exc}") from None
+        raise _InstanceError(f"{name}: git {command} failed in {repository}: {exc}") from None
     if result.returncode != 0:
-        raise _InstanceError(f"{name}: git {' '.join(args[:2])} failed in {repository}: "
+        raise _InstanceError(f"{name}: git {command} failed in {repository}: "
                              f"{result.stderr.strip()[-500:] or f'exit code {result.returncode}'}")
     return result.stdout
 

@@ -115,9 +115,11 @@ def test_fork_bomb_is_contained_and_the_sandbox_goes_on(make_task, sandbox_optio
         finally:
             await bomb.close()
             await neighbour.close()
-        return bombed, after, beside, bomb.spec.limits_via
+        leftover = [d for d in bomb.sandbox.limits.cgroups if Path(d).exists()]
+        return bombed, after, beside, bomb.spec.limits_via, leftover
 
-    bombed, after, beside, via = run(scenario())
+    bombed, after, beside, via, leftover_cgroups = run(scenario())
+    assert leftover_cgroups == []  # every process killed and the cgroups removed on close
     assert bombed.startswith("Timed out after 4.0s") or bombed.startswith("Exit code:")
     assert "still-alive" in after
     assert "neighbour-fine" in beside
