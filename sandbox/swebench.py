@@ -63,6 +63,11 @@ class SWEBenchInstance(BaseModel):
             return str(value)
         return value
 
+    @field_validator("log_parser", mode="before")
+    @classmethod
+    def _null_log_parser_is_default(cls, value: Any) -> Any:
+        return "pytest" if value is None else value
+
     @field_validator("test_cmd")
     @classmethod
     def _blank_test_cmd_is_none(cls, value: str | None) -> str | None:
@@ -240,7 +245,7 @@ def _task_files(instance: SWEBenchInstance, commit: str) -> dict[str, str]:
         "tests/test.sh": _test_sh(instance, test_cmd),
         "tests/test.patch": instance.test_patch,
         "tests/spec.json": json.dumps(spec, indent=2) + "\n",
-        "solution/solve.sh": SOLVE_SH,
+        "solution/solve.sh": _SOLVE_SH,
         "solution/gold.patch": instance.patch,
     }
 
@@ -264,7 +269,7 @@ def _dockerfile(instance_id: str) -> str:
             f"COPY repo/ {WORKDIR}/\n")
 
 
-TEST_SH = """#!/bin/bash
+_TEST_SH = """#!/bin/bash
 # SWE-bench verifier for {instance_id}: test files back to the baseline, the test patch, the tests, the grader.
 LOGS=/logs/verifier
 mkdir -p "$LOGS"
@@ -281,12 +286,14 @@ if ! git apply -v /tests/test.patch > "$LOGS/apply_output.txt" 2>&1; then
     "$LOGS/reward.json" "$LOGS/apply_output.txt"
   exit 0
 fi
-( {test_cmd} ) < /dev/null > "$LOGS/test_output.txt" 2>&1
+(
+{test_cmd}
+) < /dev/null > "$LOGS/test_output.txt" 2>&1
 echo "test command exit code: $?" > "$LOGS/test_exit_code.txt"
 python3 /tests/swebench_grader.py /tests/spec.json "$LOGS/test_output.txt" "$LOGS/reward.json"
 """
 
-SOLVE_SH = f"""#!/bin/bash
+_SOLVE_SH = f"""#!/bin/bash
 # SWE-bench's gold patch, the oracle that proves the instance solvable.
 set -e
 cd {WORKDIR}
@@ -296,7 +303,7 @@ git apply -v /solution/gold.patch
 
 def _test_sh(instance: SWEBenchInstance, test_cmd: str) -> str:
     files = " ".join(shlex.quote(f) for f in patch_files(instance.test_patch)) or "''"
-    return TEST_SH.format(instance_id=instance.instance_id, workdir=WORKDIR, files=files, test_cmd=test_cmd)
+    return _TEST_SH.format(instance_id=instance.instance_id, workdir=WORKDIR, files=files, test_cmd=test_cmd)
 
 
 def _export_tree(repository: Path, commit: str, destination: Path, index: Path, name: str) -> None:

@@ -85,8 +85,7 @@ def grade(statuses: dict[str, str], fail_to_pass: list[str], pass_to_pass: list[
 
     f2p, p2p = split(fail_to_pass), split(pass_to_pass)
     resolved = not f2p["failed"] and not p2p["failed"]
-    return {"reward": 1.0 if resolved else 0.0, "fail_to_pass": f2p, "pass_to_pass": p2p,
-            "tests_parsed": len(statuses)}
+    return {"reward": 1.0 if resolved else 0.0, "fail_to_pass": f2p, "pass_to_pass": p2p}
 
 
 def grade_files(spec_path: str, log_path: str, reward_path: str) -> dict:

@@ -211,3 +211,31 @@ def test_unsafe_mode_runs_in_this_machines_root_and_is_marked(make_task, tmp_pat
     assert isolation == "none"
     assert "/app" in output and "return a - b" in output
     assert not any(os.path.lexists(p) for p in ("/app", "/tests", "/logs", "/solution"))
+
+
+def test_named_base_root_and_read_only_toolchain_binds(make_task, tmp_path):
+    toolchain = tmp_path / "toolchain"
+    toolchain.mkdir()
+    (toolchain / "tool.sh").write_text("echo toolchain-ran\n")
+    options = SandboxOptions(cache_dir=tmp_path / "cache", base_root="/", extra_ro_binds=[str(toolchain)])
+
+    async def scenario():
+        opened = await open_sandbox(make_task("bound"), options)
+        try:
+            ran = await bash(opened.sandbox, f"bash {toolchain}/tool.sh; touch {toolchain}/new; echo rc=$?")
+        finally:
+            await opened.close()
+        return opened.spec, ran
+
+    spec, ran = run(scenario())
+    assert spec.base_root == "/" and spec.extra_ro_binds == [str(toolchain)]
+    assert "toolchain-ran" in ran and "rc=1" in ran
+    assert not (toolchain / "new").exists()
+
+
+def test_base_root_without_python_is_refused(make_task, tmp_path):
+    empty_root = tmp_path / "root"
+    (empty_root / "usr").mkdir(parents=True)
+    options = SandboxOptions(cache_dir=tmp_path / "cache", base_root=str(empty_root))
+    with pytest.raises(SandboxError, match="has no /usr/bin/python3"):
+        run(open_sandbox(make_task("no-python"), options))

@@ -59,6 +59,8 @@ class Upstream:
         (self.path / "calc" / "ops.py").write_text(OPS)
         (self.path / "tests" / "__init__.py").write_text("")
         (self.path / "tests" / "test_ops.py").write_text(TESTS)
+        # `git archive` would drop the tests; the export must not (SWE-bench's images hold a real checkout).
+        (self.path / ".gitattributes").write_text("tests export-ignore\n")
         git(self.path, "init", "-q", "-b", "main")
         git(self.path, "add", "-A")
         git(self.path, "commit", "-q", "-m", "calc with a bug")
@@ -224,6 +226,7 @@ def test_generated_task_layout(tmp_path, upstream, cache):
     assert "FROM swebench/sweb.eval.x86_64.acme_1776_calc-7:latest" in dockerfile
     assert "WORKDIR /testbed" in dockerfile and "COPY repo/ /testbed/" in dockerfile
     assert not (task.build_context / "repo" / ".git").exists()
+    assert (task.build_context / "repo" / "tests" / "test_ops.py").read_text() == TESTS
     assert sorted(p.name for p in task.tests_dir.iterdir()) == [
         "spec.json", "swebench_grader.py", "test.patch", "test.sh"]
     assert (task.tests_dir / "test.patch").read_text() == upstream.test_patch
