@@ -276,7 +276,7 @@ class _Plan:
 
     def _set_env(self, instruction: Instruction) -> None:
         pairs = instruction.args
-        for name, value in zip(pairs[::2], pairs[1::2]):
+        for name, value in zip(pairs[::2], pairs[1::2], strict=True):
             self.env[name] = substitute(value, {**self.args, **self.env})
 
     def _destination(self, instruction: Instruction, variables: dict[str, str]) -> str:

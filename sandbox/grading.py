@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import time
+import uuid
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -61,7 +62,10 @@ async def grade(sandbox: LocalSandbox, task: Task) -> GradeResult:
     await sandbox.exec("git add -A", timeout=PATCH_TIMEOUT_SEC)
     _replace_dir(task.tests_dir, sandbox, "/tests")
     timeout = task.config.verifier.timeout_sec
-    result = await sandbox.exec("bash /tests/test.sh", timeout=timeout, env=task.config.verifier.env)
+    # Python validates .pyc files by mtime (whole seconds) and size: an edit made within the second of an earlier
+    # import, keeping the size, would be graded on stale bytecode. The verifier gets a bytecode cache of its own.
+    env = {"PYTHONPYCACHEPREFIX": f"/tmp/leafcost-verifier-{uuid.uuid4().hex}", **task.config.verifier.env}
+    result = await sandbox.exec("bash /tests/test.sh", timeout=timeout, env=env)
     tail = (result.stdout + "\n" + result.stderr).strip()[-2000:]
     common = {"seconds": time.monotonic() - started, "exit_code": result.exit_code, "output_tail": tail}
     if result.timed_out:

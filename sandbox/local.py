@@ -240,9 +240,9 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
     for name in MASKED_DIRS:
         if (base / name).is_dir():
             argv += ["--tmpfs", f"/{name}"]
+    argv += ["--tmpfs", "/root"]  # before the extra binds: a toolchain under /root must stay visible
     for path in options.extra_ro_binds:
         argv += ["--ro-bind", path, path]
-    argv += ["--tmpfs", "/root"]
     for entry in _top_level(root):
         argv += ["--bind", str(entry), f"/{entry.name}"]
     # The tmpfs that holds the mount points goes read-only last: writing to / fails as in a real root.

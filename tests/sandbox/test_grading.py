@@ -160,3 +160,14 @@ def test_validate_flags_tasks_that_prove_nothing(make_task, sandbox_options):
     assert good.valid and good.oracle_resolved is True and good.empty_resolved is False and good.error is None
     assert not trivial.valid and trivial.empty_resolved is True and "already passes" in trivial.error
     assert not unsolved.valid and unsolved.oracle_resolved is False and "solve.sh exited 4" in unsolved.error
+
+
+def test_grading_never_runs_stale_bytecode(make_task, sandbox_options):
+    """An edit of the same size within the same second as an earlier import must still be graded as edited."""
+    async def edit_after_import(sandbox):
+        await sandbox.exec("python3 -c 'import calc'", timeout=30)  # leaves __pycache__/calc.*.pyc behind
+        fixed = await sandbox.exec("m=$(stat -c %Y calc.py); sed -i 's/a - b/a + b/' calc.py; touch -d @$m calc.py",
+                                   timeout=30)
+        assert fixed.ok
+
+    assert run(graded(make_task("stale-pyc"), sandbox_options, edit_after_import)).resolved is True

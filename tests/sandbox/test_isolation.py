@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import threading
 from pathlib import Path
@@ -79,7 +80,8 @@ def test_no_network_unless_the_task_allows_it(make_task, sandbox_options):
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     threading.Thread(target=_accept_quietly, args=(server,), daemon=True).start()
-    probe = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')\""
+    probe = (f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); "
+             "print('CONNECTED')\"")
 
     async def attempt(network: bool) -> str:
         opened = await open_sandbox(make_task(f"net-{network}", network=network), sandbox_options)
@@ -213,9 +215,17 @@ def test_unsafe_mode_runs_in_this_machines_root_and_is_marked(make_task, tmp_pat
     assert not any(os.path.lexists(p) for p in ("/app", "/tests", "/logs", "/solution"))
 
 
-def test_named_base_root_and_read_only_toolchain_binds(make_task, tmp_path):
-    toolchain = tmp_path / "toolchain"
-    toolchain.mkdir()
+@pytest.fixture
+def home_toolchain():
+    """A toolchain kept under the home directory, as pyenv or cargo keep theirs."""
+    path = Path.home() / f".leafcost-toolchain-{os.getpid()}"
+    path.mkdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_named_base_root_and_read_only_toolchain_binds(make_task, tmp_path, home_toolchain):
+    toolchain = home_toolchain
     (toolchain / "tool.sh").write_text("echo toolchain-ran\n")
     options = SandboxOptions(cache_dir=tmp_path / "cache", base_root="/", extra_ro_binds=[str(toolchain)])
 
