@@ -77,6 +77,102 @@ def demo(
     raise typer.Exit(0 if report.invalid == 0 else 1)
 
 
+DbOption = Annotated[Path | None, typer.Option("--db", help="the ledger file (default $LEAFCOST_DB or ./leafcost.duckdb)")]
+
+
+@app.command()
+def run(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="the run spec")],
+    resume: Annotated[str | None, typer.Option("--resume", metavar="RUN_ID",
+                                               help="finish an interrupted run: only unfinished episodes run")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run every arm of SPEC.yaml on the same episodes, recording every call in the ledger."""
+    from compare.spec import SpecError, load_run_spec
+
+    try:
+        spec = load_run_spec(spec_path)
+    except SpecError as exc:
+        fail(str(exc), 2)
+    summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}")
+    raise typer.Exit(0 if summary.status == "finished" else 1)
+
+
+def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun: str,
+              skip_arms: dict[str, str] | None = None):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from compare.ledger import Ledger, default_db_path
+    from compare.runner import Runner, RunError
+
+    db_path = Path(db or default_db_path())
+    err = Console(stderr=True)
+    columns = (TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}  "
+                          "spend ${task.fields[spend]:.4f}"), TimeElapsedColumn())
+    ledger = Ledger.open(db_path)
+    with Progress(*columns, console=err, transient=as_json) as progress:
+        bars: dict[str, int] = {}
+
+        def show(arm) -> None:
+            if arm.arm not in bars:
+                bars[arm.arm] = progress.add_task(arm.arm, total=arm.total or 1, resolved=0, errors=0, spend=0.0)
+            progress.update(bars[arm.arm], completed=arm.done, resolved=arm.resolved, errors=arm.errors,
+                            spend=arm.spend_usd)
+
+        runner = Runner(spec, ledger, db_path=db_path, run_id=resume, skip_arms=skip_arms, on_progress=show)
+        try:
+            summary = asyncio.run(runner.run())
+        except RunError as exc:
+            ledger.close()
+            fail(str(exc), 2)
+        except KeyboardInterrupt:
+            ledger.close()
+            fail(f"interrupted; finish it with: {rerun} --resume {runner.run_id} --db {db_path}", 130)
+    ledger.close()
+    if as_json:
+        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
+    else:
+        _print_run_summary(summary)
+    return summary
+
+
+def _print_run_summary(summary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"leafcost run {summary.run_id} ({summary.status})")
+    for column in ("arm", "episodes", "resolved", "errors", "spend USD", "note"):
+        table.add_column(column, overflow="fold")
+    for arm in summary.arms:
+        table.add_row(arm.arm, f"{arm.done}/{arm.total}", str(arm.resolved), str(arm.errors),
+                      f"{arm.spend_usd:.4f}", arm.status_reason or ("" if arm.status == "ready" else arm.status))
+    console = Console(width=max(120, Console().width))
+    console.print(table)
+    for warning in summary.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    console.print(f"ledger: {summary.db}   trajectories: {summary.trajectories}")
+
+
+sglang_app = typer.Typer(help="Serving FrogNano on SGLang (runs elsewhere: leafcost only talks HTTP to it).")
+app.add_typer(sglang_app, name="sglang")
+
+
+@sglang_app.command("command")
+def sglang_command(
+    model_path: Annotated[str, typer.Option(help="weights on the serving machine")] = "microsoft/FrogNano-4B-2609",
+    port: int = 30000,
+    tp: Annotated[int, typer.Option(help="tensor parallel size (GPUs)")] = 1,
+    context_length: int = 131072,
+) -> None:
+    """Print the exact SGLang launch command for FrogNano (reasoning and tool-call parsers, metrics, cache report)."""
+    from adapters.sglang import launch_command_text
+
+    typer.echo(launch_command_text(model_path=model_path, port=port, tp=tp, context_length=context_length))
+
+
 def _validate(suite_name: str, workers: int, repos: Path | None, options, as_json: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -1,0 +1,135 @@
+"""The one interface every model endpoint speaks: `Adapter.chat(messages, tools) -> Turn`, with typed usage,
+timings and every HTTP attempt behind a turn (retries and fallbacks included), plus the arm-level facts an
+adapter owns: what the server says about itself, its metrics samples and the lease that pays for it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Usage(BaseModel):
+    """Token counts as the server reported them, one meaning per field (never re-estimated client-side)."""
+
+    prompt_tokens: int = 0  # all input, cached included
+    cached_tokens: int = 0  # the part of prompt_tokens served from the prefix cache
+    completion_tokens: int = 0  # all output, reasoning included
+    reasoning_tokens: int = 0  # the part of completion_tokens spent thinking
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: str  # the raw JSON text the model produced; the sandbox decides what malformed means
+
+
+AttemptStatus = Literal["ok", "http_error", "timeout", "connection_error", "bad_response", "cancelled"]
+
+
+class CallAttempt(BaseModel):
+    """One HTTP request to the endpoint. A turn may take several (retries, fallbacks); each keeps its tokens."""
+
+    attempt: int
+    model: str  # the model or deployment that answered (a router's fallback shows here)
+    status: AttemptStatus
+    http_status: int | None = None
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    started_at: datetime = Field(default_factory=utcnow)
+    latency_sec: float = 0.0
+    ttft_sec: float | None = None
+    finish_reason: str | None = None
+    request_id: str | None = None
+    router_cost_usd: float | None = None  # what the router itself said this call cost
+    router_cost_detail: dict[str, Any] | None = None  # its parts (input/output/reasoning, margin) when given
+    router_retries: int | None = None  # retries and fallbacks the router made behind this one request
+    router_fallbacks: int | None = None
+
+
+class Turn(BaseModel):
+    """One assistant turn as the episode loop needs it."""
+
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)  # of the answering attempt
+    attempts: list[CallAttempt] = Field(default_factory=list)  # every attempt, the answering one last
+    latency_sec: float = 0.0  # wall time of the whole turn, retries included
+    model: str = ""
+    request_extras: dict[str, Any] = Field(default_factory=dict)  # fields the adapter added to the request
+
+
+AdapterErrorKind = Literal["unreachable", "auth", "rate_limited", "server_error", "timeout", "bad_response",
+                           "bad_request", "deadline"]
+INFRASTRUCTURE_KINDS = frozenset({"unreachable", "rate_limited", "server_error", "timeout"})
+
+
+class AdapterError(Exception):
+    """A turn that could not be had. `attempts` keeps every request made, so their tokens are never lost."""
+
+    def __init__(self, kind: AdapterErrorKind, message: str, attempts: list[CallAttempt] | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.attempts = attempts or []
+
+    @property
+    def infrastructure(self) -> bool:
+        """The endpoint failed us (the episode may be rerun), as opposed to refusing this request."""
+        return self.kind in INFRASTRUCTURE_KINDS
+
+
+class Lease(BaseModel):
+    """Hardware paid by the hour for a self-hosted arm: a GPU lease, or the CPU machine of the local arm."""
+
+    kind: Literal["gpu", "cpu"]
+    hardware: str
+    count: int = 1
+    usd_per_hour: float
+    started_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+
+
+class ServerSample(BaseModel):
+    """One scrape of a server's Prometheus metrics: sample name with labels → value."""
+
+    taken_at: datetime = Field(default_factory=utcnow)
+    values: dict[str, float]
+
+
+class ArmStart(BaseModel):
+    """What an adapter learned when its arm started (probed before any episode runs)."""
+
+    endpoint: str
+    served_model: str | None = None
+    server_info: dict[str, Any] | None = None
+    model_info: dict[str, Any] | None = None
+    lease: Lease | None = None
+    config: dict[str, Any] = Field(default_factory=dict)  # what this adapter forces or adds (recorded)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Adapter(Protocol):
+    """A model endpoint. `start` fails with AdapterError before any episode if the endpoint is unusable."""
+
+    async def start(self) -> ArmStart: ...
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                   max_tokens: int | None = None, deadline: float | None = None) -> Turn:
+        """`deadline` is a `time.monotonic()` instant: past it the call is abandoned with kind `deadline`,
+        its attempts recorded (this is how a wall-time budget is enforced during a slow call)."""
+        ...
+
+    async def sample_metrics(self) -> ServerSample | None: ...
+
+    async def stop(self) -> Lease | None: ...

@@ -1,0 +1,210 @@
+"""A plain async HTTP client for OpenAI-compatible chat endpoints (SGLang, llama.cpp's server): one request
+per attempt, retries with backoff for what the endpoint can recover from, every attempt kept with its tokens.
+No SDK: the harness's hot path is one JSON POST."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from typing import Any
+
+import httpx
+
+from adapters.base import AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn, Usage, utcnow
+
+RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+MAX_BACKOFF_SEC = 10.0
+MAX_RETRY_AFTER_SEC = 30.0
+
+
+class OpenAICompatibleAdapter:
+    """The shared core of the `sglang` and `local` adapters."""
+
+    max_tokens_field = "max_completion_tokens"  # what Leaf sends; llama.cpp's server reads max_tokens
+
+    def __init__(self, *, base_url: str, model: str, api_key: str | None = None,
+                 body_extras: dict[str, Any] | None = None, request_timeout_sec: float = 600.0,
+                 max_retries: int = 3):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.body_extras = dict(body_extras or {})
+        self.request_timeout_sec = request_timeout_sec
+        self.max_retries = max_retries
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(request_timeout_sec, connect=10.0),
+                                         limits=httpx.Limits(max_connections=512, max_keepalive_connections=512))
+
+    async def start(self) -> ArmStart:
+        """Probes `/models` so an unreachable endpoint or a wrong key fails before any episode starts."""
+        attempt = await self._get("/models")
+        served = [m.get("id") for m in attempt.get("data", []) if isinstance(m, dict)]
+        warnings = [] if self.model in served or not served else [
+            f"model {self.model!r} is not among the served models {served}; the server may ignore the name"]
+        return ArmStart(endpoint=self.base_url, served_model=served[0] if served else None,
+                        config={"body_extras": self.body_extras}, warnings=warnings)
+
+    def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                     max_tokens: int | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "tools": tools, "tool_choice": "auto",
+                                "parallel_tool_calls": True, **self.body_extras}
+        if max_tokens:
+            body[self.max_tokens_field] = max_tokens
+        return body
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                   max_tokens: int | None = None, deadline: float | None = None) -> Turn:
+        body = self.request_body(messages, tools, max_tokens)
+        payload = json.dumps(body).encode()
+        attempts: list[CallAttempt] = []
+        started = time.monotonic()
+        for number in range(1, self.max_retries + 2):
+            attempt, turn, retry_after = await self._post(number, payload, deadline)
+            attempts.append(attempt)
+            if turn is not None:
+                return turn.model_copy(update={"attempts": attempts, "latency_sec": time.monotonic() - started,
+                                               "request_extras": {k: v for k, v in body.items()
+                                                                  if k not in {"messages", "tools", "model"}}})
+            kind = _error_kind(attempt)
+            if kind not in {"rate_limited", "server_error", "timeout", "unreachable"} or number > self.max_retries:
+                raise AdapterError(kind, f"{self.base_url}: {attempt.error}", attempts)
+            pause = min(MAX_BACKOFF_SEC, 0.5 * 2 ** (number - 1)) * (0.5 + random.random() / 2)
+            pause = max(pause, retry_after or 0.0)
+            if deadline is not None and time.monotonic() + pause >= deadline:
+                raise AdapterError("deadline", "the time budget ran out while retrying", attempts)
+            await asyncio.sleep(pause)
+        raise AssertionError("unreachable")  # the loop always returns or raises
+
+    async def sample_metrics(self) -> ServerSample | None:
+        return None
+
+    async def stop(self) -> None:
+        await self._client.aclose()
+
+    async def _get(self, path: str) -> dict[str, Any]:
+        try:
+            response = await self._client.get(self.base_url + path, timeout=15.0)
+        except httpx.HTTPError as exc:
+            raise AdapterError("unreachable", f"{self.base_url}{path}: {type(exc).__name__}: {exc}") from None
+        if response.status_code in (401, 403):
+            raise AdapterError("auth", f"{self.base_url}{path}: HTTP {response.status_code}: the endpoint refused "
+                               "the key (check the arm's api_key_env)")
+        if response.status_code >= 400:
+            raise AdapterError("unreachable", f"{self.base_url}{path}: HTTP {response.status_code}")
+        try:
+            return response.json()
+        except ValueError:
+            raise AdapterError("bad_response", f"{self.base_url}{path}: not JSON") from None
+
+    async def _post(self, number: int, payload: bytes,
+                    deadline: float | None) -> tuple[CallAttempt, Turn | None, float | None]:
+        attempt = CallAttempt(attempt=number, model=self.model, status="ok", started_at=utcnow())
+        clock = time.monotonic()
+        timeout = self.request_timeout_sec
+        if deadline is not None:
+            timeout = min(timeout, max(0.0, deadline - clock))
+        try:
+            response = await asyncio.wait_for(
+                self._client.post(self.base_url + "/chat/completions", content=payload,
+                                  headers={"Content-Type": "application/json"}), timeout)
+        except asyncio.TimeoutError:
+            past_deadline = deadline is not None and time.monotonic() >= deadline - 0.001
+            status = "cancelled" if past_deadline else "timeout"
+            return _failed(attempt, clock, status, f"no answer within {timeout:.1f}s"), None, None
+        except httpx.TimeoutException as exc:
+            return _failed(attempt, clock, "timeout", f"{type(exc).__name__}"), None, None
+        except httpx.HTTPError as exc:
+            return _failed(attempt, clock, "connection_error", f"{type(exc).__name__}: {exc}"), None, None
+        attempt.latency_sec = time.monotonic() - clock
+        attempt.http_status = response.status_code
+        attempt.request_id = response.headers.get("x-request-id")
+        if response.status_code != 200:
+            attempt.status = "http_error"
+            attempt.error = f"HTTP {response.status_code}: {_error_message(response)}"
+            return attempt, None, _retry_after(response)
+        try:
+            turn = parse_completion(response.json(), self.model)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            attempt.status = "bad_response"
+            attempt.error = f"unusable answer ({type(exc).__name__}: {str(exc)[:200]}): {response.text[:200]!r}"
+            return attempt, None, None
+        attempt.usage, attempt.finish_reason, attempt.model = turn.usage, turn.finish_reason, turn.model
+        return attempt, turn, None
+
+
+def parse_completion(data: dict[str, Any], requested_model: str) -> Turn:
+    """An OpenAI chat completion (SGLang, vLLM and llama.cpp spellings) as a Turn."""
+    choice = data["choices"][0]
+    message = choice["message"]
+    calls = [ToolCall(id=str(call.get("id") or f"call_{index}"), name=str(call["function"]["name"]),
+                      arguments=_arguments_text(call["function"].get("arguments")))
+             for index, call in enumerate(message.get("tool_calls") or [])]
+    content = message.get("content")
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if content is not None and not isinstance(content, str):
+        raise TypeError("message.content is not a string")
+    return Turn(content=content, reasoning=reasoning if isinstance(reasoning, str) else None, tool_calls=calls,
+                finish_reason=choice.get("finish_reason"), usage=parse_usage(data.get("usage") or {}),
+                model=str(data.get("model") or requested_model))
+
+
+def parse_usage(usage: dict[str, Any]) -> Usage:
+    """Reads both SGLang's top-level `reasoning_tokens` and OpenAI's `completion_tokens_details`."""
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion,
+                 cached_tokens=int(prompt_details.get("cached_tokens") or 0),
+                 reasoning_tokens=int(usage.get("reasoning_tokens") or completion_details.get("reasoning_tokens") or 0),
+                 total_tokens=int(usage.get("total_tokens") or prompt + completion))
+
+
+def _arguments_text(arguments: Any) -> str:
+    if arguments is None:
+        return ""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _failed(attempt: CallAttempt, clock: float, status: str, error: str) -> CallAttempt:
+    attempt.status = status  # type: ignore[assignment]
+    attempt.error = error
+    attempt.latency_sec = time.monotonic() - clock
+    return attempt
+
+
+def _error_kind(attempt: CallAttempt) -> str:
+    if attempt.status == "cancelled":
+        return "deadline"
+    if attempt.status == "timeout":
+        return "timeout"
+    if attempt.status == "connection_error":
+        return "unreachable"
+    if attempt.status == "bad_response":
+        return "bad_response"
+    status = attempt.http_status or 0
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "rate_limited"
+    if status in RETRY_STATUSES or status >= 500:
+        return "server_error"
+    return "bad_request"
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        return str(message or response.text)[:300]
+    except (ValueError, AttributeError):
+        return response.text[:300]
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return min(MAX_RETRY_AFTER_SEC, float(value)) if value else None
+    except ValueError:
+        return None

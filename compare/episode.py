@@ -1,0 +1,217 @@
+"""One Leaf episode: the short system prompt, the task's instruction, one chat completion per step, tools run
+in order, reasoning sent back, Leaf's exit reasons. Improves on Leaf where it is unsafe: the wall-time budget
+holds during a slow model call or command too, and a misconfigured parser is a harness error, not a miss."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import datetime
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from adapters.base import Adapter, AdapterError, CallAttempt, ToolCall, Turn, Usage, utcnow
+from compare.misconfig import detect_parser_misconfiguration
+from compare.spec import Budgets
+from sandbox import LEAF_TOOLS, LocalSandbox, SandboxError
+
+# Our own words for Leaf's short prompt: an engineering agent in a checked-out repository, tools, brief answer.
+SYSTEM_PROMPT = (
+    "You are a software engineering agent working in a checked-out code repository. Use the tools to look at "
+    "files, make focused edits and run commands. Solve the task, check your change when it is practical, and "
+    "finish with a brief answer."
+)
+TRAJECTORY_FORMAT = "leaf-function-calling"
+LENGTH_FINISH = frozenset({"length", "max_tokens", "max_new_tokens"})
+CONTEXT_OVERFLOW_MARKERS = ("context_length_exceeded", "reduce the length", "maximum context length")
+INFRASTRUCTURE_EXITS = frozenset({"infrastructure_error"})
+HARNESS_EXITS = frozenset({"parser_misconfigured"})
+
+
+class EpisodeRecorder(Protocol):
+    """Where every call goes as it happens (the ledger, in a run)."""
+
+    async def model_call(self, step: int, attempt: CallAttempt) -> None: ...
+
+    async def tool_call(self, step: int, index: int, call: ToolCall, output: str, started_at: datetime,
+                        seconds: float) -> None: ...
+
+
+class EpisodeResult(BaseModel):
+    exit_reason: str
+    n_steps: int
+    usage: Usage  # every attempt of every step, failed ones included
+    model_calls: int
+    error: str | None = None
+    misconfiguration: str | None = None
+    context_tokens: int = 0
+    elapsed_sec: float
+    messages: list[dict[str, Any]]
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    final_message: str = ""
+
+    @property
+    def infrastructure_error(self) -> bool:
+        return self.exit_reason in INFRASTRUCTURE_EXITS
+
+    @property
+    def harness_error(self) -> bool:
+        return self.exit_reason in HARNESS_EXITS
+
+    def trajectory(self, **extra: Any) -> dict[str, Any]:
+        """Leaf's trajectory fields, plus per-step usage and whatever the caller adds (patch, ids, grade)."""
+        return {"trajectory_format": TRAJECTORY_FORMAT, "messages": self.messages, "tools": LEAF_TOOLS,
+                "steps": self.steps, "n_steps": self.n_steps, "exit_reason": self.exit_reason, "error": self.error,
+                "final_message": self.final_message, "context_tokens": self.context_tokens,
+                "elapsed_sec": self.elapsed_sec, "partial": False, "misconfiguration": self.misconfiguration,
+                "usage": self.usage.model_dump(), **extra}
+
+
+async def run_episode(adapter: Adapter, sandbox: LocalSandbox, instruction: str, budgets: Budgets,
+                      recorder: EpisodeRecorder) -> EpisodeResult:
+    started = time.monotonic()
+    deadline = started + budgets.time_budget_sec
+    loop = _Loop(recorder, [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction}])
+    for step in range(budgets.max_steps):
+        if time.monotonic() >= deadline:
+            return loop.finish("max_time", started)
+        loop.n_steps += 1
+        try:
+            turn = await adapter.chat(loop.messages, LEAF_TOOLS, max_tokens=budgets.max_tokens_per_turn,
+                                      deadline=deadline)
+        except AdapterError as exc:
+            await loop.record_attempts(step, exc.attempts)
+            return loop.finish(_adapter_exit(exc), started, error=f"{exc.kind}: {exc}")
+        await loop.record_attempts(step, turn.attempts)
+        assistant = _assistant_message(turn)
+        loop.messages.append(assistant)
+        loop.context_tokens = turn.usage.total_tokens
+        record = {"step": step, "assistant": assistant, "observations": [], "usage": turn.usage.model_dump(),
+                  "latency_sec": turn.latency_sec, "finish_reason": turn.finish_reason, "model": turn.model,
+                  "attempts": len(turn.attempts)}
+        loop.steps.append(record)
+        if (problem := detect_parser_misconfiguration(turn)) is not None:
+            return loop.finish("parser_misconfigured", started, error=problem, misconfiguration=problem)
+        truncated = (turn.finish_reason or "").lower() in LENGTH_FINISH
+        if truncated or not turn.tool_calls:
+            loop.final_message = turn.content or ""
+            reason = _length_exit(turn, budgets) if truncated else "agent"
+            return loop.finish(reason, started)
+        try:
+            tool_messages = await loop.run_tools(sandbox, step, turn.tool_calls, record, deadline)
+        except SandboxError as exc:
+            return loop.finish("infrastructure_error", started, error=f"sandbox: {exc}")
+        if tool_messages is None:
+            return loop.finish("max_time", started)
+        loop.context_tokens += count_message_tokens(tool_messages)
+        if loop.context_tokens >= budgets.max_context_tokens:
+            return loop.finish("max_context_len", started)
+    return loop.finish("max_turns", started)
+
+
+def count_message_tokens(messages: list[dict[str, Any]]) -> int:
+    """Leaf's fallback count when no tokenizer is at hand (FrogNano's lives on a model hub): UTF-8 bytes / 4."""
+    if not messages:
+        return 0
+    serialized = json.dumps(messages, separators=(",", ":"), ensure_ascii=False)
+    return math.ceil(len(serialized.encode("utf-8")) / 4)
+
+
+class _Loop:
+    """The episode's running state, so the loop above reads as Leaf's."""
+
+    def __init__(self, recorder: EpisodeRecorder, messages: list[dict[str, Any]]):
+        self.recorder = recorder
+        self.messages = messages
+        self.steps: list[dict[str, Any]] = []
+        self.usage = Usage()
+        self.model_calls = 0
+        self.n_steps = 0
+        self.context_tokens = 0
+        self.final_message = ""
+
+    async def record_attempts(self, step: int, attempts: list[CallAttempt]) -> None:
+        for attempt in attempts:
+            self.usage = self.usage + attempt.usage
+            self.model_calls += 1
+            await self.recorder.model_call(step, attempt)
+
+    async def run_tools(self, sandbox: LocalSandbox, step: int, calls: list[ToolCall], record: dict[str, Any],
+                        deadline: float) -> list[dict[str, Any]] | None:
+        """Leaf runs a turn's calls one after another; None when the time budget ran out on the way."""
+        tool_messages = []
+        for index, call in enumerate(calls):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            started_at, clock = utcnow(), time.monotonic()
+            output = await sandbox.run_tool(call.name, _within_budget(call, remaining))
+            seconds = time.monotonic() - clock
+            await self.recorder.tool_call(step, index, call, output, started_at, seconds)
+            message = {"role": "tool", "tool_call_id": call.id, "content": output}
+            self.messages.append(message)
+            tool_messages.append(message)
+            record["observations"].append({"tool": call.name, "observation": output, "seconds": seconds})
+        return tool_messages
+
+    def finish(self, reason: str, started: float, *, error: str | None = None,
+               misconfiguration: str | None = None) -> EpisodeResult:
+        return EpisodeResult(exit_reason=reason, n_steps=self.n_steps, usage=self.usage, model_calls=self.model_calls,
+                             error=error, misconfiguration=misconfiguration, context_tokens=self.context_tokens,
+                             elapsed_sec=time.monotonic() - started, messages=self.messages, steps=self.steps,
+                             final_message=self.final_message)
+
+
+def _assistant_message(turn: Turn) -> dict[str, Any]:
+    """The assistant message kept in history: content, tool calls and the reasoning sent back, as Leaf keeps it."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.tool_calls:
+        message["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}} for c in turn.tool_calls]
+    if turn.reasoning:
+        message["reasoning_content"] = turn.reasoning
+    return message
+
+
+def _within_budget(call: ToolCall, remaining: float) -> str | dict[str, Any]:
+    """A Bash command may not outlive the episode's time budget: its timeout is capped to what remains."""
+    if call.name != "Bash":
+        return call.arguments
+    try:
+        arguments = json.loads(call.arguments)
+    except (ValueError, TypeError):
+        return call.arguments
+    if not isinstance(arguments, dict):
+        return call.arguments
+    try:
+        asked = float(arguments.get("timeout") or 120)
+        asked = asked / 1000 if asked > 1000 else asked
+    except (TypeError, ValueError):
+        return call.arguments  # the tool itself answers a bad timeout with Leaf's error
+    if asked <= remaining:
+        return call.arguments
+    return {**arguments, "timeout": max(0.1, round(remaining, 1))}
+
+
+def _adapter_exit(error: AdapterError) -> str:
+    if error.kind == "deadline":
+        return "max_time"
+    if error.infrastructure:
+        return "infrastructure_error"
+    message = str(error).lower()
+    if any(marker in message for marker in CONTEXT_OVERFLOW_MARKERS) or ("context length" in message
+                                                                          and "exceed" in message):
+        return "max_context_len"
+    return "llm_query_error"
+
+
+def _length_exit(turn: Turn, budgets: Budgets) -> str:
+    """A length-truncated turn (its tools are not run): the per-turn cap, or the context, whichever was hit."""
+    usage, cap = turn.usage, budgets.max_tokens_per_turn or 0
+    if usage.prompt_tokens + usage.completion_tokens >= budgets.max_context_tokens:
+        return "max_context_len"
+    if cap and usage.completion_tokens >= cap:
+        return "max_tokens_per_turn"
+    return "max_tokens_per_turn" if cap else "max_context_len"

@@ -1,0 +1,400 @@
+"""The runner: arms × tasks × seeds expanded to episode keys in one task order for every arm, one pool of async
+workers shared across arms, infrastructure failures retried with a fresh sandbox and conversation, every
+attempt in the ledger, and resume that never reruns or double-counts a finished episode."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import secrets
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from adapters.base import Adapter, AdapterError, ArmStart, CallAttempt, ToolCall, Usage, utcnow
+from compare.arms import build_adapter
+from compare.episode import EpisodeResult, run_episode
+from compare.ledger import Ledger
+from compare.pricing import price_call
+from compare.spec import OracleArm, RouterArm, RunSpec
+from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, capture_patch, grade, load_suite,
+                     open_sandbox, run_oracle)
+
+
+class RunError(RuntimeError):
+    """The run cannot start or go on (bad suite, unreachable endpoint, missing key); the message says why."""
+
+
+class EpisodeKey(BaseModel, frozen=True):
+    arm: str
+    task_id: str
+    seed: int
+
+
+class ArmProgress(BaseModel):
+    arm: str
+    total: int
+    done: int = 0
+    resolved: int = 0
+    errors: int = 0
+    spend_usd: float = 0.0
+    status: str = "ready"
+    status_reason: str | None = None
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    db: str
+    status: str
+    arms: list[ArmProgress]
+    trajectories: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+ProgressCallback = Callable[[ArmProgress], None]
+
+
+def new_run_id(name: str) -> str:
+    return f"{name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def task_order(suite: Suite, spec: RunSpec) -> list[Task]:
+    """One order for every arm: shuffled with the spec's seed (Leaf uses 42), then filtered and limited."""
+    tasks = sorted(suite.tasks, key=lambda t: t.task_id)
+    if spec.task_order_seed is not None:
+        random.Random(spec.task_order_seed).shuffle(tasks)
+    if spec.tasks is not None:
+        wanted = set(spec.tasks)
+        missing = wanted - {t.task_id for t in tasks}
+        if missing:
+            raise RunError(f"tasks not in the suite: {', '.join(sorted(missing))}")
+        tasks = [t for t in tasks if t.task_id in wanted]
+    return tasks[: spec.limit] if spec.limit else tasks
+
+
+def expand_keys(spec: RunSpec, tasks: list[Task], arms: list[str]) -> list[EpisodeKey]:
+    """Task-major order so arms progress side by side: task 1 seed 0 for every arm, then seed 1, ..."""
+    return [EpisodeKey(arm=arm, task_id=task.task_id, seed=seed)
+            for task in tasks for seed in range(spec.seeds) for arm in arms]
+
+
+class Runner:
+    def __init__(self, spec: RunSpec, ledger: Ledger, *, db_path: Path, run_id: str | None = None,
+                 skip_arms: dict[str, str] | None = None, on_progress: ProgressCallback | None = None):
+        self.spec = spec
+        self.ledger = ledger
+        self.db_path = Path(db_path)
+        self.resuming = run_id is not None
+        self.run_id = run_id or new_run_id(spec.name)
+        self.skip_arms = dict(skip_arms or {})
+        self.on_progress = on_progress or (lambda progress: None)
+        self.options = SandboxOptions(base_root=spec.sandbox.base_root, extra_ro_binds=spec.sandbox.bind_ro,
+                                      unsafe_no_isolation=spec.sandbox.unsafe_no_isolation)
+        self.trajectory_dir = self.db_path.resolve().parent / "trajectories" / self.run_id
+        self.adapters: dict[str, Adapter] = {}
+        self.progress: dict[str, ArmProgress] = {}
+        self.leases: dict[str, str] = {}
+        self.warnings: list[str] = []
+
+    async def run(self) -> RunSummary:
+        suite = self._load_suite()
+        tasks = task_order(suite, self.spec)
+        if not tasks:
+            raise RunError("the suite has no runnable tasks")
+        by_id = {t.task_id: t for t in tasks}
+        await self._record_run(tasks)
+        await self._start_arms(episodes_per_arm=len(tasks) * self.spec.seeds)
+        live = [arm.name for arm in self.spec.arms if arm.name not in self.skip_arms]
+        keys = expand_keys(self.spec, tasks, live)
+        finished = await self.ledger.finished_keys(self.run_id) if self.resuming else set()
+        for arm in live:
+            self.progress[arm].done = sum(1 for (a, _, _) in finished if a == arm)
+        pending = [k for k in keys if (k.arm, k.task_id, k.seed) not in finished]
+        samplers = [asyncio.create_task(self._sample_metrics(arm)) for arm in live]
+        status = "interrupted"
+        try:
+            await self._work(pending, by_id)
+            status = "finished"
+        finally:
+            for sampler in samplers:
+                sampler.cancel()
+            await asyncio.gather(*samplers, return_exceptions=True)
+            await asyncio.shield(self._stop_arms(status))
+        return RunSummary(run_id=self.run_id, db=str(self.db_path), status=status,
+                          arms=list(self.progress.values()), trajectories=str(self.trajectory_dir),
+                          warnings=self.warnings)
+
+    # --- set-up -------------------------------------------------------------------------------------------
+
+    def _load_suite(self) -> Suite:
+        try:
+            suite = load_suite(self.spec.suite, repos=Path(self.spec.repos) if self.spec.repos else None,
+                               cache_dir=self.options.cache_dir)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
+        for error in suite.errors:
+            self.warnings.append(f"task {error.task_id} skipped: {error.error}")
+        return suite
+
+    async def _record_run(self, tasks: list[Task]) -> None:
+        if self.resuming:
+            run = await self.ledger.get_run(self.run_id)
+            if run is None:
+                raise RunError(f"no run {self.run_id!r} in {self.db_path}")
+            if run["spec_sha256"] != self.spec.digest():
+                raise RunError(f"run {self.run_id} was started with a different spec; resume it with the same file")
+            if run["task_ids"] != [t.task_id for t in tasks]:
+                raise RunError(f"run {self.run_id}: the suite's tasks changed since the run started")
+            interrupted = await self.ledger.interrupt_running(self.run_id)
+            if interrupted:
+                self.warnings.append(f"{interrupted} episode(s) left running by the previous process were "
+                                     "recorded as interrupted; their tokens stay in the ledger")
+            await self.ledger.set_run_status(self.run_id, "running")
+            return
+        await self.ledger.create_run(run_id=self.run_id, name=self.spec.name, spec_json=self.spec.model_dump_json(),
+                                     spec_sha256=self.spec.digest(), suite=self.spec.suite,
+                                     task_ids=[t.task_id for t in tasks], seeds=self.spec.seeds,
+                                     sandbox_options=self.options.model_dump(mode="json"))
+
+    async def _start_arms(self, episodes_per_arm: int) -> None:
+        """Every arm is probed before any episode: an unreachable endpoint or a missing key stops the run here."""
+        for arm in self.spec.arms:
+            if arm.name in self.skip_arms:
+                await self.ledger.record_arm(run_id=self.run_id, arm=arm.name, adapter=arm.adapter, model=arm.model,
+                                             endpoint=arm.base_url, status="skipped",
+                                             status_reason=self.skip_arms[arm.name])
+                self.progress[arm.name] = ArmProgress(arm=arm.name, total=0, status="skipped",
+                                                      status_reason=self.skip_arms[arm.name])
+                continue
+            start = await self._start_adapter(arm)
+            await self.ledger.record_arm(run_id=self.run_id, arm=arm.name, adapter=arm.adapter, model=arm.model,
+                                         endpoint=start.endpoint, served_model=start.served_model,
+                                         config=start.config, server_info=start.server_info,
+                                         model_info=start.model_info, status="ready")
+            if start.lease is not None:
+                self.leases[arm.name] = await self.ledger.open_lease(self.run_id, arm.name, start.lease)
+            self.warnings += [f"arm {arm.name}: {w}" for w in start.warnings]
+            self.progress[arm.name] = ArmProgress(arm=arm.name, total=episodes_per_arm)
+            self.on_progress(self.progress[arm.name])
+
+    async def _start_adapter(self, arm: Any) -> ArmStart:
+        if isinstance(arm, OracleArm):
+            return ArmStart(endpoint="oracle", config={"runs": "solution/solve.sh"})
+        try:
+            adapter = build_adapter(arm)
+            self.adapters[arm.name] = adapter
+            return await adapter.start()
+        except AdapterError as exc:
+            await self._stop_arms("failed")
+            raise RunError(f"arm {arm.name}: {exc}") from None
+
+    async def _stop_arms(self, status: str) -> None:
+        for name, adapter in list(self.adapters.items()):
+            sample = await _quietly(adapter.sample_metrics())
+            if sample is not None:
+                await self.ledger.record_sample(self.run_id, name, sample)
+            lease = await _quietly(adapter.stop())
+            if name in self.leases and lease is not None:
+                await self.ledger.close_lease(self.leases[name], lease.ended_at or utcnow())
+            await self.ledger.update_arm(self.run_id, name, status="finished" if status == "finished" else status,
+                                         ended_at=utcnow())
+        self.adapters.clear()
+        await self.ledger.set_run_status(self.run_id, status)
+
+    async def _sample_metrics(self, arm: str) -> None:
+        adapter = self.adapters.get(arm)
+        interval = getattr(next(a for a in self.spec.arms if a.name == arm), "metrics_interval_sec", None)
+        if adapter is None or interval is None:
+            return
+        while True:
+            sample = await _quietly(adapter.sample_metrics())
+            if sample is not None:
+                await self.ledger.record_sample(self.run_id, arm, sample)
+            await asyncio.sleep(interval)
+
+    # --- episodes -----------------------------------------------------------------------------------------
+
+    async def _work(self, keys: list[EpisodeKey], tasks: dict[str, Task]) -> None:
+        queue: asyncio.Queue[EpisodeKey] = asyncio.Queue()
+        for key in keys:
+            queue.put_nowait(key)
+
+        async def worker() -> None:
+            while True:
+                try:
+                    key = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                await self._run_key(key, tasks[key.task_id])
+
+        workers = [asyncio.create_task(worker()) for _ in range(min(self.spec.workers, max(1, len(keys))))]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _run_key(self, key: EpisodeKey, task: Task) -> None:
+        """Attempts until one is not an infrastructure failure or `max_attempts` is reached; all are recorded."""
+        first = await self.ledger.next_attempt(self.run_id, key.arm, key.task_id, key.seed)
+        for attempt in range(first, self.spec.max_attempts + 1):
+            last = attempt == self.spec.max_attempts
+            outcome = await self._attempt(key, task, attempt, last)
+            if not outcome.infra_error or last:
+                break
+        progress = self.progress[key.arm]
+        progress.done += 1
+        progress.resolved += int(bool(outcome.resolved))
+        progress.errors += int(outcome.infra_error or outcome.harness_error)
+        self.on_progress(progress)
+
+    async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> _Outcome:
+        episode_id = await self.ledger.start_episode(run_id=self.run_id, arm=key.arm, task_id=key.task_id,
+                                                     seed=key.seed, attempt=attempt)
+        recorder = _LedgerRecorder(self, key.arm, episode_id)
+        outcome = _Outcome(episode_id=episode_id)
+        opened = None
+        try:
+            opened = await open_sandbox(task, self.options)
+            outcome.sandbox = opened
+            arm = next(a for a in self.spec.arms if a.name == key.arm)
+            if isinstance(arm, OracleArm):
+                result = await _oracle_episode(opened.sandbox, task)
+            else:
+                result = await run_episode(self.adapters[key.arm], opened.sandbox, task.instruction,
+                                           self.spec.budgets, recorder)
+            outcome.result = result
+            outcome.infra_error = result.infrastructure_error
+            outcome.harness_error = result.harness_error
+            if opened.sandbox.alive and result.exit_reason != "cancelled":
+                outcome.patch = await capture_patch(opened.sandbox)
+                outcome.grade = await grade(opened.sandbox, task)
+                outcome.resolved = outcome.grade.resolved
+        except (SandboxError, BuildError) as exc:
+            outcome.infra_error, outcome.error = True, f"{type(exc).__name__}: {exc}"
+        except asyncio.CancelledError:
+            outcome.cancelled = True
+            raise
+        finally:
+            if opened is not None:
+                outcome.cpu_seconds = opened.sandbox.cpu_seconds()
+                await asyncio.shield(opened.close())
+            final = not outcome.cancelled and (not outcome.infra_error or last)
+            await asyncio.shield(self._finish(key, attempt, outcome, recorder, final))
+        return outcome
+
+    async def _finish(self, key: EpisodeKey, attempt: int, outcome: _Outcome, recorder: _LedgerRecorder,
+                      final: bool) -> None:
+        result = outcome.result
+        exit_reason = ("cancelled" if outcome.cancelled else result.exit_reason if result is not None
+                       else "infrastructure_error")
+        path = self.trajectory_dir / key.arm / f"{key.task_id}.s{key.seed}.a{attempt}.json"
+        trajectory = (result.trajectory() if result is not None else {"trajectory_format": "leaf-function-calling",
+                                                                       "messages": [], "steps": [], "n_steps": 0})
+        trajectory.update({"exit_reason": exit_reason, "output_patch": outcome.patch, "run_id": self.run_id,
+                           "arm": key.arm, "instance_id": key.task_id, "task_id": key.task_id, "seed": key.seed,
+                           "attempt": attempt, "trajectory_id": outcome.episode_id,
+                           "error": (result.error if result else None) or outcome.error,
+                           "grade": outcome.grade.model_dump() if outcome.grade else None,
+                           "sandbox_spec_hash": outcome.sandbox.spec_hash if outcome.sandbox else None})
+        _write_json_atomic(path, trajectory)
+        grade_result = outcome.grade
+        usage = result.usage if result is not None else None
+        await self.ledger.finish_episode(
+            outcome.episode_id, exit_reason=exit_reason, resolved=bool(outcome.resolved),
+            reward=grade_result.reward if grade_result else None,
+            grade_error=grade_result.error if grade_result else None,
+            error_detail=(result.error if result else None) or outcome.error
+            or (grade_result.detail if grade_result and grade_result.error else None),
+            infra_error=outcome.infra_error or outcome.cancelled, harness_error=outcome.harness_error, final=final,
+            n_steps=result.n_steps if result else 0, usage=usage, model_calls=result.model_calls if result else 0,
+            elapsed_sec=result.elapsed_sec if result else None,
+            sandbox_spec_hash=outcome.sandbox.spec_hash if outcome.sandbox else None,
+            isolation=outcome.sandbox.spec.isolation if outcome.sandbox else None,
+            sandbox_cpu_seconds=outcome.cpu_seconds,
+            sandbox_start_sec=outcome.sandbox.start_seconds if outcome.sandbox else None,
+            patch_bytes=len(outcome.patch.encode()), trajectory_path=str(path))
+        progress = self.progress[key.arm]
+        progress.spend_usd += recorder.spend_usd
+        arm = next(a for a in self.spec.arms if a.name == key.arm)
+        if not isinstance(arm, RouterArm):
+            progress.spend_usd = self._lease_spend(key.arm)
+
+    def _lease_spend(self, arm: str) -> float:
+        adapter = self.adapters.get(arm)
+        lease = getattr(adapter, "lease", None)
+        if lease is None:
+            return 0.0
+        hours = (utcnow() - lease.started_at).total_seconds() / 3600
+        return hours * lease.usd_per_hour * lease.count
+
+
+class _Outcome:
+    def __init__(self, episode_id: str):
+        self.episode_id = episode_id
+        self.result: EpisodeResult | None = None
+        self.sandbox = None
+        self.grade = None
+        self.patch = ""
+        self.resolved = False
+        self.infra_error = False
+        self.harness_error = False
+        self.cancelled = False
+        self.error: str | None = None
+        self.cpu_seconds: float | None = None
+
+
+class _LedgerRecorder:
+    """Every model call and tool call goes to the ledger as it happens, priced when the arm is hosted."""
+
+    def __init__(self, runner: Runner, arm: str, episode_id: str):
+        self.runner, self.arm, self.episode_id = runner, arm, episode_id
+        self.spec = next(a for a in runner.spec.arms if a.name == arm)
+        self.spend_usd = 0.0
+
+    async def model_call(self, step: int, attempt: CallAttempt) -> None:
+        cost = price_source = revision = None
+        if isinstance(self.spec, RouterArm):
+            price = price_call(attempt.usage, self.spec.prices, attempt.model or self.spec.model)
+            cost, price_source, revision = price.cost_usd, price.price_source, price.price_revision
+            self.spend_usd += cost or 0.0
+        else:
+            price_source = "lease"
+        await self.runner.ledger.record_call(self.episode_id, step, attempt, cost_usd=cost,
+                                             price_source=price_source, price_revision=revision)
+
+    async def tool_call(self, step: int, index: int, call: ToolCall, output: str, started_at: datetime,
+                        seconds: float) -> None:
+        await self.runner.ledger.record_tool_call(self.episode_id, step=step, index=index, call=call,
+                                                  output_chars=len(output), started_at=started_at, seconds=seconds)
+
+
+async def _oracle_episode(sandbox, task: Task) -> EpisodeResult:
+    """The reference solution in place of a model, shaped like an episode so it is recorded the same way."""
+    started = time.monotonic()
+    solved = await run_oracle(sandbox, task)
+    error = None if solved.ok else f"solve.sh exited {solved.exit_code}: {solved.stderr[-300:]}"
+    return EpisodeResult(exit_reason="oracle", n_steps=0, usage=Usage(), model_calls=0, error=error,
+                         elapsed_sec=time.monotonic() - started,
+                         messages=[{"role": "user", "content": task.instruction}], final_message=solved.stdout[-2000:])
+
+
+async def _quietly(awaitable):
+    try:
+        return await awaitable
+    except Exception:  # noqa: BLE001 - a failing metrics scrape or stop must not lose the run's results
+        return None
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".tmp-{os.getpid()}")
+    temporary.write_text(json.dumps(data, ensure_ascii=False, default=str))
+    os.replace(temporary, path)

@@ -1,0 +1,207 @@
+"""The run spec: a YAML file validated by pydantic (a wrong field is named with its path), and Leaf's
+published evaluation settings as the `leaf` preset."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ARM_NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+
+
+class SpecError(ValueError):
+    """A run spec that cannot be used; the message names the file and the field path."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Budgets(_Strict):
+    max_steps: int = Field(150, gt=0)
+    max_context_tokens: int = Field(131072, gt=0)
+    max_tokens_per_turn: int | None = Field(None, gt=0)
+    time_budget_sec: float = Field(10800.0, gt=0)
+
+
+class Sampling(_Strict):
+    """Sent in the request body; SGLang-only extras (top_k, min_p, repetition_penalty, chat_template_kwargs)
+    are sent as SGLang reads them."""
+
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = None
+    min_p: float | None = Field(None, ge=0, le=1)
+    repetition_penalty: float | None = Field(None, gt=0)
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class Prices(_Strict):
+    """USD per 1M tokens, as providers list them."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)
+    cache_write: float | None = Field(None, ge=0)
+    reasoning: float | None = Field(None, ge=0)
+    markup_pct: float = Field(0.0, ge=0)
+
+
+class GpuLeaseSpec(_Strict):
+    type: str
+    count: int = Field(1, gt=0)
+    usd_per_hour: float = Field(gt=0, description="per GPU")
+
+
+class _Arm(_Strict):
+    name: str = Field(pattern=ARM_NAME)
+    model: str = ""
+    base_url: str | None = None
+    sampling: Sampling = Field(default_factory=Sampling)
+    request_timeout_sec: float = Field(600.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+
+
+class SglangArm(_Arm):
+    adapter: Literal["sglang"]
+    model: str
+    base_url: str
+    api_key_env: str | None = None
+    gpu: GpuLeaseSpec
+    metrics_interval_sec: float = Field(15.0, gt=0)
+
+
+class RouterArm(_Arm):
+    adapter: Literal["router"]
+    model: str
+    api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
+    prices: Prices | None = Field(None, description="explicit prices; otherwise litellm's pinned price map")
+    allow_unpriced: bool = False
+
+
+class LocalArm(_Arm):
+    adapter: Literal["local"]
+    model: str = "smollm2-135m"
+    machine_usd_per_hour: float = Field(0.10, gt=0, description="what this CPU machine costs per hour")
+    parallel: int = Field(4, gt=0, description="server slots (continuous batching)")
+
+
+class OracleArm(_Arm):
+    """Runs each task's reference solution instead of a model: proves the harness end to end."""
+
+    adapter: Literal["oracle"]
+
+
+Arm = Annotated[SglangArm | RouterArm | LocalArm | OracleArm, Field(discriminator="adapter")]
+
+
+class SandboxConfig(_Strict):
+    backend: Literal["local"] = "local"
+    base_root: str = "host"
+    bind_ro: list[str] = Field(default_factory=list)
+    unsafe_no_isolation: bool = False
+
+
+class RunSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
+    suite: str
+    repos: str | None = None
+    tasks: list[str] | None = Field(None, description="only these task ids")
+    limit: int | None = Field(None, gt=0, description="only the first N tasks (after shuffling)")
+    seeds: int = Field(3, gt=0)
+    workers: int = Field(4, gt=0)
+    max_attempts: int = Field(2, gt=0, description="attempts per episode; only infrastructure failures retry")
+    task_order_seed: int | None = Field(42, description="shuffle the task order with this seed; null keeps it")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    budgets: Budgets = Field(default_factory=Budgets)
+    arms: list[Arm] = Field(min_length=1)
+    preset: Literal["leaf"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset") == "leaf":
+            return apply_leaf_preset(data)
+        return data
+
+    @field_validator("arms")
+    @classmethod
+    def _unique_names(cls, arms: list[Any]) -> list[Any]:
+        names = [arm.name for arm in arms]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"arm names must be unique; repeated: {', '.join(duplicates)}")
+        return arms
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+
+
+# Leaf's published settings (shared/reference/leaf.md): applied where the spec is silent.
+LEAF_PRESET: dict[str, Any] = {
+    "seeds": 3, "workers": 150, "max_attempts": 2, "task_order_seed": 42,
+    "budgets": {"max_steps": 150, "max_context_tokens": 131072, "time_budget_sec": 10800},
+}
+LEAF_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0}
+LEAF_TOKENS_PER_TURN = {"swe-bench-verified": 8192, "swe-bench-pro": 32000, "terminal-bench-2": 32000,
+                        "patcheval-verified": 8192}
+
+
+def apply_leaf_preset(data: dict[str, Any]) -> dict[str, Any]:
+    merged = {**LEAF_PRESET, **data}
+    merged["budgets"] = {**LEAF_PRESET["budgets"], **(data.get("budgets") or {})}
+    suite_key = re.sub(r"[^a-z0-9]+", "-", Path(str(data.get("suite", ""))).stem.lower())
+    if suite_key in LEAF_TOKENS_PER_TURN:
+        merged["budgets"].setdefault("max_tokens_per_turn", LEAF_TOKENS_PER_TURN[suite_key])
+    arms = []
+    for arm in data.get("arms") or []:
+        if isinstance(arm, dict) and arm.get("adapter") != "oracle":
+            arm = {**arm, "sampling": {**LEAF_SAMPLING, **(arm.get("sampling") or {})}}
+        arms.append(arm)
+    merged["arms"] = arms
+    return merged
+
+
+def load_run_spec(path: Path | str) -> RunSpec:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {exc}") from None
+    return parse_run_spec(raw, source=str(path))
+
+
+def parse_run_spec(raw: Any, source: str = "spec") -> RunSpec:
+    if not isinstance(raw, dict):
+        raise SpecError(f"{source}: a run spec is a mapping of fields (name, suite, arms, ...)")
+    try:
+        return RunSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Every problem, each as `field.path: message` (the union tag is dropped from arm paths)."""
+    lines = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"] if part not in {"sglang", "router", "local", "oracle"}]
+        where = ".".join(loc) or "(top level)"
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown field"
+            if loc and loc[-1] == "api_key":
+                message += " (never put a key in the spec: set api_key_env to the variable's name)"
+        lines.append(f"{where}: {message}")
+    return "; ".join(lines)
