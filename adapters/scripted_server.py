@@ -293,15 +293,18 @@ class ScriptedServer:
         port_file = Path(self._tmpdir.name) / "port"
         # exclude_unset keeps "content left out" apart from "content: null" across the round trip.
         script_path.write_text(self.script.model_dump_json(exclude_unset=True))
-        # The file is run by path so that the package's __init__ (and whatever it imports) stays out of it.
-        self._process = _subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--host", self.host, "--port", str(self.port),
-             "--script", str(script_path), "--port-file", str(port_file)],
-            stdout=_subprocess.DEVNULL, stderr=_subprocess.PIPE)
+        # stderr goes to a file: a pipe nobody reads during a long run could fill up and block the server.
+        stderr_path = Path(self._tmpdir.name) / "stderr"
+        with open(stderr_path, "wb") as stderr:
+            # The file is run by path so that the package's __init__ (and whatever it imports) stays out of it.
+            self._process = _subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--host", self.host, "--port", str(self.port),
+                 "--script", str(script_path), "--port-file", str(port_file)],
+                stdout=_subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + self.startup_timeout
         while not port_file.exists():
             if self._process.poll() is not None:
-                error = (self._process.stderr.read() if self._process.stderr else b"").decode(errors="replace")
+                error = stderr_path.read_text(errors="replace")
                 self._process = None
                 raise RuntimeError(f"scripted server exited at start: {error.strip()[-2000:]}")
             if time.monotonic() > deadline:
@@ -323,8 +326,6 @@ def _stop_process(process: _subprocess.Popen[bytes]) -> None:
         except _subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
-    if process.stderr is not None:
-        process.stderr.close()
 
 
 async def _serve(script: Script, host: str, port: int) -> tuple[asyncio.AbstractServer, _App]:
@@ -907,7 +908,7 @@ class _App:
 
 def _step(messages: list[dict[str, Any]]) -> int:
     """The turn index: 0 for a fresh conversation (system + user only), else the number of assistant messages."""
-    return 0
+    return sum(1 for message in messages if message.get("role") == "assistant")
 
 
 def _canonical(value: Any) -> bytes:
