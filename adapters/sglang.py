@@ -4,11 +4,11 @@ SGLang itself never shares leafcost's environment (it pins an older openai): we 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
 from typing import Any
-
-import httpx
 
 from adapters.base import AdapterError, ArmStart, Lease, ServerSample, utcnow
 from adapters.openai_http import OpenAICompatibleAdapter
@@ -16,6 +16,7 @@ from adapters.openai_http import OpenAICompatibleAdapter
 # What FrogNano needs from its server (shared/reference/costs.md); a missing parser looks like a bad model.
 EXPECTED_SERVER_ARGS = {"tool_call_parser": "qwen3_coder", "reasoning_parser": "qwen3"}
 FROGNANO_MODEL_PATH = "microsoft/FrogNano-4B-2609"
+SECRET_KEY = re.compile(r"api_key|token|secret|password|authorization", re.IGNORECASE)
 
 
 class SGLangAdapter(OpenAICompatibleAdapter):
@@ -44,15 +45,12 @@ class SGLangAdapter(OpenAICompatibleAdapter):
     async def sample_metrics(self) -> ServerSample | None:
         from prometheus_client.parser import text_string_to_metric_families  # only arms that scrape pay for it
 
-        try:
-            response = await self._client.get(self.server_root + "/metrics", timeout=10.0)
-        except httpx.HTTPError:
-            return None
-        if response.status_code != 200:
+        status, text = await self.get_text(self.server_root + "/metrics", timeout=10.0)
+        if status != 200:
             return None
         values: dict[str, float] = {}
         try:
-            for family in text_string_to_metric_families(response.text):
+            for family in text_string_to_metric_families(text):
                 for sample in family.samples:
                     labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
                     values[f"{sample.name}{{{labels}}}" if labels else sample.name] = float(sample.value)
@@ -66,11 +64,21 @@ class SGLangAdapter(OpenAICompatibleAdapter):
         return self.lease
 
     async def _get_root(self, path: str) -> dict[str, Any] | None:
+        status, text = await self.get_text(self.server_root + path)
         try:
-            response = await self._client.get(self.server_root + path, timeout=15.0)
-            return response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+            return without_secrets(json.loads(text)) if status == 200 else None
+        except ValueError:
             return None
+
+
+def without_secrets(value: Any) -> Any:
+    """SGLang's /get_server_info dumps every server argument, its api_key included: never record those."""
+    if isinstance(value, dict):
+        return {k: "[redacted]" if SECRET_KEY.search(str(k)) and v not in (None, "") else without_secrets(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_secrets(v) for v in value]
+    return value
 
 
 def parser_warnings(server_info: dict[str, Any] | None) -> list[str]:

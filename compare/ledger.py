@@ -8,6 +8,7 @@ even read-only (`LedgerBusy` says who holds it). Readers in the writing process 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import json
 import os
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 RunStatus = Literal["running", "finished", "interrupted"]
 ArmStatus = Literal["ready", "skipped", "failed", "finished"]
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,120}$")
+_OPEN_HERE: set[str] = set()  # files a Ledger of this process holds: one writer per file
+_OPEN_HERE_LOCK = threading.Lock()
 
 
 class LedgerError(RuntimeError):
@@ -76,7 +79,7 @@ def connect_read_only(path: Path | str | None = None) -> duckdb.DuckDBPyConnecti
     try:
         conn = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
-        raise _open_error(path, exc) from None
+        raise _open_error(path, exc, writing=False) from None
     try:
         conn.execute("SET TimeZone = 'UTC'")
         version = _schema_version(conn, path)
@@ -137,6 +140,7 @@ class Ledger:
 
     def __init__(self, path: Path):
         self.path = path
+        self._key = str(path.resolve())
         self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._closed = False
@@ -151,10 +155,22 @@ class Ledger:
 
     @classmethod
     def open(cls, path: Path | str | None = None) -> Ledger:
-        """Opens (creating or migrating) the ledger and starts its writer thread."""
+        """Opens (creating or migrating) the ledger and starts its writer thread. Queued writes are committed
+        at interpreter exit if close() was not called."""
         ledger = cls(Path(path) if path is not None else default_db_path())
-        ledger._thread.start()
-        ledger._ready.result()
+        with _OPEN_HERE_LOCK:
+            if ledger._key in _OPEN_HERE:
+                raise LedgerBusy(f"{ledger.path}: this process already has the ledger open for writing; share "
+                                 "that Ledger (one writer per file)")
+            _OPEN_HERE.add(ledger._key)
+        try:
+            ledger._thread.start()
+            ledger._ready.result()
+        except BaseException:
+            with _OPEN_HERE_LOCK:
+                _OPEN_HERE.discard(ledger._key)
+            raise
+        atexit.register(ledger.close)
         return ledger
 
     # runs -------------------------------------------------------------------------------------------------
@@ -386,6 +402,9 @@ class Ledger:
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+        with _OPEN_HERE_LOCK:
+            _OPEN_HERE.discard(self._key)
+        atexit.unregister(self.close)
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
@@ -405,15 +424,16 @@ class Ledger:
     # internals --------------------------------------------------------------------------------------------
 
     async def _write(self, name: str, apply: Callable[[_Batch], Any]) -> Any:
-        return await asyncio.wrap_future(self._submit(name, apply))
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._enqueue(_Op(name, apply, future, loop))
+        return await future
 
-    def _submit(self, name: str, apply: Callable[[_Batch], Any]) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    def _enqueue(self, op: _Op) -> None:
         with self._lock:
             if self._closed:
                 raise LedgerError(f"{self.path}: the ledger is closed")
-            self._queue.put(_Op(name, apply, future))
-        return future
+            self._queue.put(op)
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._read_lock:
@@ -453,7 +473,13 @@ class Ledger:
                 except queue.Empty:
                     break
             stopping = None in ops
-            self._commit([op for op in ops if op is not None])
+            ops = [op for op in ops if op is not None]
+            try:
+                self._commit(ops)
+            except BaseException as exc:  # a bug here must not leave awaits hanging
+                _wake([(op, None, _as_ledger_error(op.name, exc)) for op in ops])
+                if not isinstance(exc, Exception):
+                    raise
         self._release()
 
     def _release(self) -> None:
@@ -468,30 +494,24 @@ class Ledger:
 
     def _commit(self, ops: list[_Op]) -> None:
         """One transaction for the whole group; if it fails, each operation alone, so one bad operation
-        fails only its own caller."""
+        fails only its own caller. Waiters are woken after COMMIT, once per event loop per group."""
         if not ops:
             return
-        for op in ops:
-            op.waited = op.future.set_running_or_notify_cancel()
         try:
-            results = self._transaction(ops)
+            settled = list(zip(ops, self._transaction(ops), [None] * len(ops)))
         except Exception as exc:
             if len(ops) == 1:
-                _settle(ops[0], error=_as_ledger_error(ops[0].name, exc))
+                settled = [(ops[0], None, _as_ledger_error(ops[0].name, exc))]
             else:
-                for op in ops:
-                    self._commit_alone(op)
-            return
-        for op, result in zip(ops, results):
-            _settle(op, result=result)
+                settled = [self._commit_alone(op) for op in ops]
+        _wake(settled)
 
-    def _commit_alone(self, op: _Op) -> None:
+    def _commit_alone(self, op: _Op) -> tuple[_Op, Any, Exception | None]:
         try:
             [result] = self._transaction([op])
         except Exception as exc:
-            _settle(op, error=_as_ledger_error(op.name, exc))
-        else:
-            _settle(op, result=result)
+            return op, None, _as_ledger_error(op.name, exc)
+        return op, result, None
 
     def _transaction(self, ops: list[_Op]) -> list[Any]:
         conn = self._conn
@@ -766,8 +786,8 @@ _ID_COLUMNS = {"model_calls": ("call_id", "model_calls_call_id_seq"),
 class _Op:
     name: str
     apply: Callable[[_Batch], Any]
-    future: concurrent.futures.Future[Any]
-    waited: bool = True
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
 
 
 class _Slot:
@@ -869,13 +889,25 @@ class _IdPool:
         self._free = []
 
 
-def _settle(op: _Op, *, result: Any = None, error: BaseException | None = None) -> None:
-    if not op.waited:
-        return
-    if error is not None:
-        op.future.set_exception(error)
-    else:
-        op.future.set_result(result)
+def _wake(settled: Sequence[tuple[_Op, Any, Exception | None]]) -> None:
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, Exception | None]]] = {}
+    for op, result, error in settled:
+        by_loop.setdefault(op.loop, []).append((op.future, result, error))
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve, items)
+        except RuntimeError:  # that loop is closed: nobody is waiting there any more
+            pass
+
+
+def _resolve(items: Sequence[tuple[asyncio.Future[Any], Any, Exception | None]]) -> None:
+    for future, result, error in items:
+        if future.done():  # the awaiting task was cancelled; what it asked for is recorded all the same
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
 
 
 def _as_ledger_error(name: str, exc: Exception) -> Exception:
@@ -909,7 +941,7 @@ def _open_writable(path: Path) -> duckdb.DuckDBPyConnection:
     try:
         conn = duckdb.connect(str(path))
     except duckdb.Error as exc:
-        raise _open_error(path, exc) from None
+        raise _open_error(path, exc, writing=True) from None
     try:
         conn.execute("SET TimeZone = 'UTC'")
         migrate(conn, path)
@@ -967,18 +999,22 @@ def _version_error(path: Path, version: int, *, read_only: bool, known: int | No
                        "once for writing (any `leafcost run`, or compare.ledger.Ledger.open) to upgrade it")
 
 
-def _open_error(path: Path, exc: Exception) -> LedgerError:
+def _open_error(path: Path, exc: Exception, *, writing: bool) -> LedgerError:
     message = str(exc)
     if "lock" in message.lower():
         match = re.search(r"PID (\d+)", message)
         pid = int(match.group(1)) if match else None
         holder = f"process {pid}" if pid else "another process"
+        if writing:
+            return LedgerBusy(f"{path}: {holder} has this ledger open (another run, or a reader such as a report or "
+                              "a duckdb shell); a run needs the file to itself: close that process, or pass --db "
+                              "to write another file", pid)
         return LedgerBusy(f"{path}: {holder} has this ledger open for writing (a leafcost run?). DuckDB lets no "
                           "other process open the file meanwhile, read-only included: read through the writing "
                           "process (its API server), or wait for it to finish", pid)
     if "different configuration" in message:
-        return LedgerBusy(f"{path}: this process already has the ledger open for writing; read through "
-                          "Ledger.reader() or Ledger.query() instead of a second connection")
+        return LedgerBusy(f"{path}: this process already has the ledger open; read through Ledger.reader() or "
+                          "Ledger.query() instead of a second connection")
     return LedgerError(f"{path}: cannot open the ledger: {message}")
 
 

@@ -87,3 +87,25 @@ def test_launch_command_has_the_parsers_and_reports():
     for flag in ("--reasoning-parser qwen3", "--tool-call-parser qwen3_coder", "--enable-metrics",
                  "--enable-cache-report", "--context-length 131072", "--tp 2"):
         assert flag in text
+
+
+def test_server_info_never_carries_the_servers_key():
+    script = {"server_args": {"api_key": "sk-server-secret"}, "auth": "Bearer sk-server-secret",
+              "turns": [{"content": "x"}]}
+
+    async def scenario(server, monkeypatch_env):
+        adapter = adapter_for(server, api_key_env=monkeypatch_env)
+        try:
+            return await adapter.start()
+        finally:
+            await adapter.stop()
+
+    import os
+    os.environ["LEAFCOST_TEST_SGLANG_KEY"] = "sk-server-secret"
+    try:
+        with ScriptedServer(script) as server:
+            start = asyncio.run(scenario(server, "LEAFCOST_TEST_SGLANG_KEY"))
+    finally:
+        del os.environ["LEAFCOST_TEST_SGLANG_KEY"]
+    assert start.server_info["api_key"] == "[redacted]"
+    assert "sk-server-secret" not in start.model_dump_json()
