@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from functools import lru_cache
 from types import ModuleType
@@ -81,21 +82,21 @@ class RouterAdapter:
                    max_tokens: int | None = None, deadline: float | None = None) -> Turn:
         litellm = _litellm()
         options = self._request_options(tools, max_tokens)
-        payload = json.dumps(messages)  # litellm edits messages in place; each attempt gets its own copy
         attempts: list[CallAttempt] = []
         started = time.monotonic()
         for number in range(1, self.max_retries + 2):
             if deadline is not None and time.monotonic() >= deadline:
                 raise AdapterError("deadline", "the time budget ran out before the call", attempts)
-            attempt, turn, retry_after = await self._attempt(litellm, number, json.loads(payload), options,
-                                                             deadline)
+            attempt, turn, retry_after = await self._attempt(litellm, number, messages, options, deadline)
             attempts.append(attempt)
             if turn is not None:
                 return turn.model_copy(update={"attempts": attempts, "latency_sec": time.monotonic() - started,
                                                "request_extras": self._request_extras(options)})
             kind = _error_kind(attempt)
             if kind not in RETRYABLE_KINDS or number > self.max_retries:
-                raise AdapterError(kind, f"{self.base_url}: {attempt.error}", attempts)  # type: ignore[arg-type]
+                advice = f" (the router refused the key from ${self.api_key_env})" if kind == "auth" else ""
+                message = f"{self.base_url}: {attempt.error}{advice}"
+                raise AdapterError(kind, message, attempts)  # type: ignore[arg-type]
             pause = min(MAX_BACKOFF_SEC, 0.5 * 2 ** (number - 1)) * (0.5 + random.random() / 2)
             pause = max(pause, retry_after or 0.0)
             if deadline is not None and time.monotonic() + pause >= deadline:
@@ -112,10 +113,10 @@ class RouterAdapter:
     def _request_options(self, tools: list[dict[str, Any]], max_tokens: int | None) -> dict[str, Any]:
         options: dict[str, Any] = {
             "model": f"{PROVIDER_ROUTE}/{self.model}", "custom_llm_provider": PROVIDER_ROUTE,
-            "api_base": self.base_url, "tool_choice": "auto", "parallel_tool_calls": True,
-            "num_retries": 0, "max_retries": 0, **self.sampling, "extra_body": self.extra_body}
-        if tools:
-            options["tools"] = tools
+            "api_base": self.base_url, "num_retries": 0, "max_retries": 0, **self.sampling,
+            "extra_body": self.extra_body}
+        if tools:  # OpenAI refuses tool_choice without tools
+            options.update(tools=tools, tool_choice="auto", parallel_tool_calls=True)
         if max_tokens:
             options["max_completion_tokens"] = max_tokens
         return options
@@ -135,6 +136,7 @@ class RouterAdapter:
         if deadline is not None:
             timeout = min(timeout, max(0.0, deadline - clock))
         try:
+            # litellm copies `messages` before its own edits (dropping a null content, for one): history is safe.
             response = await asyncio.wait_for(
                 litellm.acompletion(messages=messages, api_key=self._api_key.get_secret_value(), timeout=timeout,
                                     **options), timeout)
@@ -142,7 +144,7 @@ class RouterAdapter:
             status = "cancelled" if _past(deadline) else "timeout"
             return self._failed(attempt, clock, status, f"no answer within {timeout:.1f}s"), None, None
         except Exception as exc:  # litellm raises its own classes, not always the ones the failure deserves
-            return self._failed_call(litellm, attempt, clock, exc, deadline)
+            return self._failed_call(litellm, attempt, clock, exc, deadline, timeout)
         attempt.latency_sec = time.monotonic() - clock
         attempt.http_status = 200
         headers = _response_headers(getattr(response, "_hidden_params", None))
@@ -159,7 +161,7 @@ class RouterAdapter:
         return attempt, turn, None
 
     def _failed_call(self, litellm: ModuleType, attempt: CallAttempt, clock: float, exc: Exception,
-                     deadline: float | None) -> tuple[CallAttempt, None, float | None]:
+                     deadline: float | None, timeout: float) -> tuple[CallAttempt, None, float | None]:
         status, http_status = _classify(litellm, exc)
         if status == "timeout" and _past(deadline):
             status = "cancelled"
@@ -167,8 +169,11 @@ class RouterAdapter:
         _record_router_facts(attempt, headers, {})
         attempt.http_status = http_status
         attempt.request_id = headers.get("x-request-id")
-        prefix = f"HTTP {http_status}: " if http_status else ""
-        self._failed(attempt, clock, status, self._scrub(prefix + _exception_message(exc)))
+        if status in ("timeout", "cancelled"):
+            error = f"no answer within {timeout:.1f}s"
+        else:
+            error = _failure_text(status, http_status, exc)
+        self._failed(attempt, clock, status, self._scrub(error))
         return attempt, None, _retry_after(headers)
 
     def _failed(self, attempt: CallAttempt, clock: float, status: str, error: str) -> CallAttempt:
@@ -178,9 +183,10 @@ class RouterAdapter:
         return attempt
 
     def _scrub(self, text: str) -> str:
-        """A server may echo the key in an error body; it never leaves this adapter."""
+        """A server may echo the key in an error body; it never leaves this adapter. (A key shorter than 8
+        characters is a test value: replacing it would mangle every word that contains it.)"""
         key = self._api_key.get_secret_value()
-        return text.replace(key, "[key]") if key else text
+        return text.replace(key, "[key]") if len(key) >= 8 else text
 
     async def _get_models(self) -> Any:
         url = self.base_url + "/models"
@@ -195,7 +201,7 @@ class RouterAdapter:
                                f"${self.api_key_env} (check the key, or set the arm's api_key_env)")
         if response.status_code >= 400:
             raise AdapterError("unreachable", self._scrub(f"{url}: HTTP {response.status_code}: "
-                                                          f"{_error_message(response)}"))
+                                                          f"{_error_message(response.text)}"))
         try:
             return response.json()
         except ValueError:
@@ -367,20 +373,44 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def _exception_message(exc: Exception) -> str:
-    """The server's own error message when an HTTP answer carried one (kept whole enough for the episode to see
-    "maximum context length"), else litellm's first line."""
-    for link in _causes(exc):
+def _failure_text(status: str, http_status: int | None, exc: Exception) -> str:
+    """What went wrong in the server's own words when it sent an error body (kept whole enough for the episode
+    to see "maximum context length"), else in the words of the failure underneath litellm's wrapping."""
+    chain = _causes(exc)
+    if status == "http_error" and http_status:
+        return f"HTTP {http_status}: {_server_message(chain) or _litellm_line(exc)}"
+    if status == "http_error":
+        return f"litellm refused the request before sending it: {_litellm_line(exc)}"
+    if status == "connection_error":
+        deepest = [e for e in chain if isinstance(e, (OSError, httpx.TransportError))][-1]
+        return f"{type(deepest).__name__}: {str(deepest)[:300]}"
+    decode_error = next((e for e in chain if isinstance(e, json.JSONDecodeError)), None)
+    if decode_error is not None:
+        raw = str(exc).partition("Original Response: ")[2]
+        return f"unusable answer (not JSON: {decode_error}): {raw[:200]!r}"
+    return f"unusable answer ({_litellm_line(exc)})"
+
+
+def _server_message(chain: list[BaseException]) -> str | None:
+    for link in chain:
         response = getattr(link, "response", None)
         if isinstance(response, httpx.Response) and response.status_code >= 400:
             try:
-                message = _error_message(response)
+                message = _error_message(response.text)
             except Exception:  # an unread or streamed body
                 continue
-            if message:
+            if message:  # litellm's own exceptions carry an empty stand-in response; the real one is deeper
                 return message
+    return None
+
+
+_LITELLM_PREFIX = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?::| -)\s*)+")
+
+
+def _litellm_line(exc: Exception) -> str:
+    """litellm's message without its stacked class-name prefixes and the traceback it sometimes appends."""
     lines = str(exc).strip().splitlines()
-    return (lines[0] if lines else type(exc).__name__)[:300]
+    return _LITELLM_PREFIX.sub("", lines[0] if lines else type(exc).__name__)[:300]
 
 
 def _retry_after(headers: dict[str, str]) -> float | None:

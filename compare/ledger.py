@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from adapters.base import ArmStart, CallAttempt, Lease, ServerSample, utcnow
+from adapters.base import CallAttempt, Lease, ServerSample, ToolCall, utcnow
 from compare.spec import RunSpec
 
 if TYPE_CHECKING:
     import duckdb
 
 RunStatus = Literal["running", "finished", "interrupted"]
-ArmStatus = Literal["ready", "skipped", "failed", "finished"]
+ArmStatus = Literal["ready", "skipped", "failed", "finished", "interrupted"]
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,120}$")
 _OPEN_HERE: set[str] = set()  # files a Ledger of this process holds: one writer per file
 _OPEN_HERE_LOCK = threading.Lock()
@@ -199,20 +199,19 @@ class Ledger:
 
     # arms -------------------------------------------------------------------------------------------------
 
-    async def record_arm(self, run_id: str, arm: str, *, adapter: str, model: str, start: ArmStart | None = None,
-                         endpoint: str | None = None, status: ArmStatus = "ready", status_reason: str | None = None,
+    async def record_arm(self, run_id: str, arm: str, *, adapter: str, model: str, endpoint: str | None = None,
+                         served_model: str | None = None, config: Mapping[str, Any] | None = None,
+                         server_info: Mapping[str, Any] | None = None, model_info: Mapping[str, Any] | None = None,
+                         warnings: Sequence[str] = (), status: ArmStatus = "ready", status_reason: str | None = None,
                          started_at: datetime | None = None) -> None:
-        """Records an arm (again on resume: fields are replaced, the first started_at is kept). `start` is what
-        the adapter learned; its config must hold no secret (raises SecretInLedger), server and model info
-        have credential-named values redacted."""
-        config = start.config if start else {}
-        check_no_secrets(config, f"arm {arm!r} config")
-        row = {"run_id": run_id, "arm": arm, "adapter": adapter, "model": model,
-               "endpoint": start.endpoint if start else endpoint,
-               "served_model": start.served_model if start else None, "config": _json(config),
-               "server_info": _json(redact_secrets(start.server_info)) if start else None,
-               "model_info": _json(redact_secrets(start.model_info)) if start else None,
-               "warnings": _json(start.warnings if start else []), "status": status, "status_reason": status_reason,
+        """Records an arm (again on resume: fields are replaced, the first started_at is kept). `config` (what
+        the adapter forces or adds) must hold no secret: SecretInLedger is raised and nothing is written.
+        Credential-named values in server_info and model_info are redacted (servers list their own keys)."""
+        check_no_secrets(config or {}, f"arm {arm!r} config")
+        row = {"run_id": run_id, "arm": arm, "adapter": adapter, "model": model, "endpoint": endpoint,
+               "served_model": served_model, "config": _json(dict(config or {})),
+               "server_info": _json(redact_secrets(server_info)), "model_info": _json(redact_secrets(model_info)),
+               "warnings": _json(list(warnings)), "status": status, "status_reason": status_reason,
                "started_at": _utc(started_at) or utcnow(), "ended_at": None}
 
         def apply(batch: _Batch) -> None:
@@ -278,12 +277,12 @@ class Ledger:
                "request_id": attempt.request_id}
         return await self._write("record_call", lambda batch: batch.append("model_calls", row))
 
-    async def record_tool_call(self, episode_id: str, step: int, idx: int, *, tool_call_id: str | None,
-                               tool_name: str, arguments_chars: int, output_chars: int,
+    async def record_tool_call(self, episode_id: str, step: int, index: int, call: ToolCall, *, output_chars: int,
                                started_at: datetime, seconds: float) -> None:
+        """One tool call the model made (its `index` among the step's calls is the `idx` column)."""
         run_id, arm = self._episode_key(episode_id)
-        row = {"run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "idx": idx,
-               "tool_call_id": tool_call_id, "tool_name": tool_name, "arguments_chars": arguments_chars,
+        row = {"run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "idx": index,
+               "tool_call_id": call.id or None, "tool_name": call.name, "arguments_chars": len(call.arguments),
                "output_chars": output_chars, "started_at": _utc(started_at), "seconds": seconds}
         await self._write("record_tool_call", lambda batch: batch.append("tool_calls", row))
 
@@ -339,15 +338,15 @@ class Ledger:
 
     # resume -----------------------------------------------------------------------------------------------
 
-    def finished_keys(self, run_id: str) -> set[tuple[str, str, int]]:
+    async def finished_keys(self, run_id: str) -> set[tuple[str, str, int]]:
         """(arm, task_id, seed) keys whose final attempt has finished: a resumed run skips these."""
-        rows = self._read("SELECT DISTINCT arm, task_id, seed FROM episodes "
+        rows = await self._aread("SELECT DISTINCT arm, task_id, seed FROM episodes "
                           "WHERE run_id = ? AND status = 'finished' AND final", [run_id])
         return {(arm, task_id, seed) for arm, task_id, seed in rows}
 
-    def next_attempt(self, run_id: str, arm: str, task_id: str, seed: int) -> int:
+    async def next_attempt(self, run_id: str, arm: str, task_id: str, seed: int) -> int:
         """1 for a key never tried, else one more than its highest attempt."""
-        rows = self._read("SELECT coalesce(max(attempt), 0) + 1 FROM episodes "
+        rows = await self._aread("SELECT coalesce(max(attempt), 0) + 1 FROM episodes "
                           "WHERE run_id = ? AND arm = ? AND task_id = ? AND seed = ?", [run_id, arm, task_id, seed])
         return int(rows[0][0])
 
@@ -359,8 +358,8 @@ class Ledger:
             return len(rows)
         return await self._write("interrupt_running", apply)
 
-    def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self.query("SELECT * FROM runs WHERE run_id = ?", [run_id])
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await asyncio.to_thread(self.query, "SELECT * FROM runs WHERE run_id = ?", [run_id])
         if not rows:
             return None
         row = rows[0]
@@ -434,6 +433,9 @@ class Ledger:
             if self._closed:
                 raise LedgerError(f"{self.path}: the ledger is closed")
             self._queue.put(op)
+
+    async def _aread(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return await asyncio.to_thread(self._read, sql, params)
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         with self._read_lock:
@@ -565,7 +567,7 @@ CREATE TABLE arms (
     server_info JSON,
     model_info JSON,
     warnings JSON,
-    status VARCHAR NOT NULL CHECK (status IN ('ready', 'skipped', 'failed', 'finished')),
+    status VARCHAR NOT NULL CHECK (status IN ('ready', 'skipped', 'failed', 'finished', 'interrupted')),
     status_reason VARCHAR,
     started_at TIMESTAMPTZ,
     ended_at TIMESTAMPTZ,
@@ -678,7 +680,8 @@ _COMMENTS: dict[str, str] = {
     "runs.spec_sha256": "sha256 of spec_json; a resume must match it.",
     "arms": "One row per arm of a run: the endpoint, what the server said about itself, and how the arm ended.",
     "arms.config": "JSON: what the adapter forces or adds to requests. Never holds a secret.",
-    "arms.status": "ready, skipped (never started), failed (stopped mid-run) or finished.",
+    "arms.status": "ready, skipped (never started), failed (stopped by an error), interrupted (the run was "
+                   "stopped) or finished.",
     "episodes": "One row per attempt of (arm, task, seed); infra-failed attempts stay, with final = false.",
     "episodes.final": "This attempt is the one that counts for its (arm, task, seed).",
     "episodes.infra_error": "The endpoint or sandbox failed (not the model); such attempts may be retried.",

@@ -11,8 +11,10 @@ import time
 import pytest
 
 from adapters.base import AdapterError
+from adapters.openai_http import OpenAICompatibleAdapter
 from adapters.router import API_KEY_ENV_ORDER, RouterAdapter
 from adapters.scripted_server import ScriptedServer
+from sandbox import LEAF_TOOLS
 
 KEY = "sk-leafcost-test-5f2b9c0e7a1d"
 KEY_ENV = "LEAFCOST_TEST_ROUTER_KEY"
@@ -168,7 +170,7 @@ def test_server_errors_until_retries_run_out():
     assert [(a.attempt, a.status, a.http_status) for a in error.attempts] == [(1, "http_error", 500),
                                                                              (2, "http_error", 500),
                                                                              (3, "http_error", 500)]
-    assert "upstream exploded" in str(error) and sent == 3
+    assert str(error).endswith("HTTP 500: upstream exploded") and sent == 3  # the server's words, not litellm's
 
 
 def test_wrong_key_fails_at_start_and_chat_does_not_retry(monkeypatch):
@@ -211,7 +213,7 @@ def test_missing_key_names_the_variable(monkeypatch):
     assert adapter_for(None, api_key_env=None).api_key_env == "ROUTER_API_KEY"
 
 
-def test_the_key_never_leaves_the_authorization_header():
+def test_the_key_never_leaves_the_authorization_header(capfd, caplog):
     echoed = f"Invalid key {KEY} for this route"  # a careless router echoing the key back
     with ScriptedServer(script([{"status": 400, "message": echoed}])) as server:
         adapter = adapter_for(server)
@@ -220,6 +222,39 @@ def test_the_key_never_leaves_the_authorization_header():
     assert error.kind == "bad_request" and "[key]" in str(error)
     assert_no_key(str(error), error.attempts, [a.model_dump_json() for a in error.attempts], start.model_dump_json(),
                   adapter, adapter.recorded_config(), vars(adapter))
+    printed = capfd.readouterr()
+    assert_no_key(printed.out, printed.err, caplog.text)
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 408, 409, 422, 429, 500, 502, 503, 504])
+def test_http_errors_map_to_the_same_kinds_as_the_plain_http_adapter(status):
+    async def kinds(server):
+        plain = OpenAICompatibleAdapter(base_url=server.base_url, model=MODEL, api_key=KEY, max_retries=0)
+        errors = []
+        for adapter in (plain, adapter_for(server)):
+            try:
+                await adapter.chat(list(CONVERSATION), TOOLS)
+            except AdapterError as error:
+                errors.append(error)
+        await plain.stop()
+        return errors
+
+    with ScriptedServer(script(then={"status": status})) as server:
+        plain, router = asyncio.run(kinds(server))
+    assert router.kind == plain.kind
+    assert [(a.status, a.http_status) for a in router.attempts] == [(a.status, a.http_status) for a in plain.attempts]
+
+
+def test_leaf_tools_reach_the_router_unchanged_and_no_tools_means_no_tool_choice():
+    async def scenario(adapter):
+        await adapter.chat(list(CONVERSATION), LEAF_TOOLS)
+        await adapter.chat(list(CONVERSATION), [])
+
+    with ScriptedServer(script([{"content": "ok"}])) as server:
+        asyncio.run(scenario(adapter_for(server)))
+        with_tools, without = server.chat_bodies
+    assert with_tools["tools"] == LEAF_TOOLS
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(without)
 
 
 def test_context_window_error_keeps_the_server_message():
@@ -227,7 +262,7 @@ def test_context_window_error_keeps_the_server_message():
     with ScriptedServer(script([{"status": 400, "message": message}])) as server:
         error = chat_error(adapter_for(server, max_retries=3))
     assert error.kind == "bad_request" and not error.infrastructure and len(error.attempts) == 1
-    assert "maximum context length" in str(error)
+    assert str(error).endswith(f"HTTP 400: {message}")
 
 
 def test_deadline_shorter_than_a_delayed_answer():
@@ -253,6 +288,7 @@ def test_unusable_answer_is_bad_response_and_not_retried(body):
         error = chat_error(adapter_for(server, max_retries=3))
         sent = len(server.chat_bodies)
     assert error.kind == "bad_response" and [a.status for a in error.attempts] == ["bad_response"] and sent == 1
+    assert "unusable answer" in str(error)
 
 
 def test_unreachable_router_fails_at_start_and_at_chat():
@@ -261,7 +297,14 @@ def test_unreachable_router_fails_at_start_and_at_chat():
         asyncio.run(adapter.start())
     error = chat_error(adapter)
     assert at_start.value.kind == "unreachable" and error.kind == "unreachable"
-    assert [a.status for a in error.attempts] == ["connection_error"]
+    assert [a.status for a in error.attempts] == ["connection_error"] and "ConnectionRefusedError" in str(error)
+
+
+def test_wrong_base_url_fails_at_start():
+    with ScriptedServer(script()) as server:
+        with pytest.raises(AdapterError) as caught:
+            asyncio.run(adapter_for(server, base_url=server.root_url + "/api/v1").start())
+    assert caught.value.kind == "unreachable" and "/api/v1/models: HTTP 404" in str(caught.value)
 
 
 def test_hosted_arm_has_no_metrics_and_no_lease():

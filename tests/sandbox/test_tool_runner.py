@@ -17,14 +17,24 @@ RUNNER = Path(__file__).resolve().parents[2] / "sandbox" / "tool_runner.py"
 SPARSE_SIZE = 200 * 1024 * 1024
 
 
+# The host's own login files can be slow or block (pyenv's rehash waits up to 60 s on a stale lock), and the Bash
+# tool runs a login shell. Real sandboxes bind a minimal /etc/profile and have an empty home; the runner under
+# test gets the same, with the host's root otherwise unchanged (no namespaces beyond the mount one).
+MINIMAL_LOGIN = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(RUNNER.with_name("profile.sh")), "/etc/profile",
+                 "--die-with-parent", "--"]
+
+
 class RunnerClient:
     """Speaks the runner's protocol: one JSON line out, one JSON line back."""
 
     def __init__(self, workdir: Path, command: list[str] | None = None) -> None:
         self.stderr_path = workdir.parent / "runner.stderr"
         self._stderr = open(self.stderr_path, "wb")
+        home = workdir.parent / "home"  # empty, as in a sandbox: the host's ~/.bashrc may run pyenv too
+        home.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
-            command or [sys.executable, "-u", str(RUNNER), "--workdir", str(workdir)],
+            command or [*MINIMAL_LOGIN, sys.executable, "-u", str(RUNNER), "--workdir", str(workdir)],
+            env={**os.environ, "HOME": str(home)},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -56,7 +66,7 @@ class RunnerClient:
         return self.request("tool", wait, name=name, arguments=arguments)["output"]
 
     def peak_memory_bytes(self) -> int:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+        for line in Path(f"/proc/{self.ready['pid']}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
         raise AssertionError("no VmHWM in /proc status")
@@ -112,7 +122,7 @@ def live_members(pgid: int) -> list[int]:
 
 def test_ready_line_and_ping(runner: RunnerClient) -> None:
     assert runner.ready["ready"] is True
-    assert runner.ready["pid"] == runner.proc.pid
+    assert b"tool_runner" in Path(f"/proc/{runner.ready['pid']}/cmdline").read_bytes()
     assert runner.ready["python"] == sys.version.split()[0]
     assert isinstance(runner.ready["runner_version"], str) and runner.ready["runner_version"]
     assert runner.request("ping") == {"id": 1, "ok": True}
@@ -392,8 +402,9 @@ def test_bash_has_no_stdin(runner: RunnerClient) -> None:
 
 
 def test_bash_timeout_keeps_partial_output(runner: RunnerClient) -> None:
-    output = runner.tool("Bash", {"command": "echo started; echo half >&2; sleep 30", "timeout": 1})
-    assert output == "Timed out after 1.0s\nSTDOUT:\nstarted\n\nSTDERR:\nhalf\n"
+    # Timeouts here leave the host's login profile (slow under load) ample time to run first.
+    output = runner.tool("Bash", {"command": "echo started; echo half >&2; sleep 60", "timeout": 8}, wait=60)
+    assert output == "Timed out after 8.0s\nSTDOUT:\nstarted\n\nSTDERR:\nhalf\n"
 
 
 def test_bash_timeout_above_1000_is_milliseconds(runner: RunnerClient) -> None:
@@ -420,22 +431,22 @@ def test_bash_does_not_wait_for_a_background_child_holding_the_pipe(runner: Runn
 
 
 def test_bash_timeout_does_not_wait_for_a_setsid_grandchild(runner: RunnerClient) -> None:
-    output = runner.tool("Bash", {"command": "setsid sleep 300 & echo $!; sleep 300", "timeout": 1}, wait=30)
+    output = runner.tool("Bash", {"command": "setsid sleep 300 & echo $!; sleep 300", "timeout": 8}, wait=60)
     os.kill(int(output.split("\n")[2]), signal.SIGKILL)
-    assert output.startswith("Timed out after 1.0s\nSTDOUT:\n")
+    assert output.startswith("Timed out after 8.0s\nSTDOUT:\n")
 
 
 def test_bash_timeout_kills_the_whole_spawning_process_group(runner: RunnerClient) -> None:
     spawners = "for i in 1 2 3; do (while true; do sleep 300 & sleep 0.02; done) & done; wait"
-    output = runner.tool("Bash", {"command": f"echo $$; {spawners}", "timeout": 2}, wait=60)
+    output = runner.tool("Bash", {"command": f"echo $$; {spawners}", "timeout": 8}, wait=60)
     group = int(output.split("\n")[2])
-    assert output.startswith("Timed out after 2.0s\n")
+    assert output.startswith("Timed out after 8.0s\n")
     assert live_members(group) == []
 
 
 def test_bash_output_is_capped_in_memory(runner: RunnerClient) -> None:
-    output = runner.tool("Bash", {"command": "yes", "timeout": 2}, wait=60)
-    assert output.startswith("Timed out after 2.0s\nSTDOUT:\ny\ny\n")
+    output = runner.tool("Bash", {"command": "yes", "timeout": 8}, wait=60)
+    assert output.startswith("Timed out after 8.0s\nSTDOUT:\ny\ny\n")
     assert int(output.rsplit("[truncated ", 1)[1].split()[0]) > 8 * 1024 * 1024
     assert runner.peak_memory_bytes() < 150 * 1024 * 1024
 
