@@ -64,6 +64,7 @@ class RouterAdapter:
         """Probes `/models` with the key, so an unreachable router or a refused key fails before any episode.
         Routers whose model list is public (OpenRouter's) only refuse a wrong key at the first call."""
         data = await self._get_models()
+        _litellm()  # its seconds of import belong to the arm's start, not to the first episode's time budget
         served = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
         warnings = [] if self.model in served or not served else [
             f"model {self.model!r} is not among the {len(served)} models the router lists; it may still route it"]

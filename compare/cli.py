@@ -77,7 +77,8 @@ def demo(
     raise typer.Exit(0 if report.invalid == 0 else 1)
 
 
-DbOption = Annotated[Path | None, typer.Option("--db", help="the ledger file (default $LEAFCOST_DB or ./leafcost.duckdb)")]
+DbOption = Annotated[Path | None, typer.Option(
+    "--db", help="the ledger file (default $LEAFCOST_DB or ./leafcost.duckdb)")]
 
 
 @app.command()

@@ -8,10 +8,9 @@ import asyncio
 import json
 import os
 import random
-import secrets
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,8 @@ from pydantic import BaseModel, Field
 from adapters.base import Adapter, AdapterError, ArmStart, CallAttempt, ToolCall, Usage, utcnow
 from compare.arms import build_adapter
 from compare.episode import EpisodeResult, run_episode
-from compare.ledger import Ledger
-from compare.pricing import price_call
+from compare.ledger import Ledger, new_run_id
+from compare.pricing import litellm_prices, litellm_revision, price_call
 from compare.spec import OracleArm, RouterArm, RunSpec
 from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, capture_patch, grade, load_suite,
                      open_sandbox, run_oracle)
@@ -60,10 +59,6 @@ class RunSummary(BaseModel):
 ProgressCallback = Callable[[ArmProgress], None]
 
 
-def new_run_id(name: str) -> str:
-    return f"{name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-
-
 def task_order(suite: Suite, spec: RunSpec) -> list[Task]:
     """One order for every arm: shuffled with the spec's seed (Leaf uses 42), then filtered and limited."""
     tasks = sorted(suite.tasks, key=lambda t: t.task_id)
@@ -99,7 +94,7 @@ class Runner:
         self.trajectory_dir = self.db_path.resolve().parent / "trajectories" / self.run_id
         self.adapters: dict[str, Adapter] = {}
         self.progress: dict[str, ArmProgress] = {}
-        self.leases: dict[str, str] = {}
+        self.leases: dict[str, int] = {}
         self.warnings: list[str] = []
 
     async def run(self) -> RunSummary:
@@ -147,9 +142,9 @@ class Runner:
             run = await self.ledger.get_run(self.run_id)
             if run is None:
                 raise RunError(f"no run {self.run_id!r} in {self.db_path}")
-            if run["spec_sha256"] != self.spec.digest():
+            if run.spec_sha256 != self.spec.digest():
                 raise RunError(f"run {self.run_id} was started with a different spec; resume it with the same file")
-            if run["task_ids"] != [t.task_id for t in tasks]:
+            if run.task_ids != [t.task_id for t in tasks]:
                 raise RunError(f"run {self.run_id}: the suite's tasks changed since the run started")
             interrupted = await self.ledger.interrupt_running(self.run_id)
             if interrupted:
@@ -157,9 +152,7 @@ class Runner:
                                      "recorded as interrupted; their tokens stay in the ledger")
             await self.ledger.set_run_status(self.run_id, "running")
             return
-        await self.ledger.create_run(run_id=self.run_id, name=self.spec.name, spec_json=self.spec.model_dump_json(),
-                                     spec_sha256=self.spec.digest(), suite=self.spec.suite,
-                                     task_ids=[t.task_id for t in tasks], seeds=self.spec.seeds,
+        await self.ledger.create_run(self.run_id, self.spec, task_ids=[t.task_id for t in tasks],
                                      sandbox_options=self.options.model_dump(mode="json"))
 
     async def _start_arms(self, episodes_per_arm: int) -> None:
@@ -176,7 +169,7 @@ class Runner:
             await self.ledger.record_arm(run_id=self.run_id, arm=arm.name, adapter=arm.adapter, model=arm.model,
                                          endpoint=start.endpoint, served_model=start.served_model,
                                          config=start.config, server_info=start.server_info,
-                                         model_info=start.model_info, status="ready")
+                                         model_info=start.model_info, warnings=start.warnings, status="ready")
             if start.lease is not None:
                 self.leases[arm.name] = await self.ledger.open_lease(self.run_id, arm.name, start.lease)
             self.warnings += [f"arm {arm.name}: {w}" for w in start.warnings]
@@ -186,13 +179,24 @@ class Runner:
     async def _start_adapter(self, arm: Any) -> ArmStart:
         if isinstance(arm, OracleArm):
             return ArmStart(endpoint="oracle", config={"runs": "solution/solve.sh"})
+        if isinstance(arm, RouterArm) and arm.prices is None and not arm.allow_unpriced:
+            if litellm_prices(arm.model) is None:
+                raise RunError(f"arm {arm.name}: model {arm.model!r} has no price in {litellm_revision()}; give the "
+                               "arm explicit prices (prices: {input: ..., output: ...}, USD per 1M tokens) or set "
+                               "allow_unpriced: true to run it without a cost")
+        adapter = None
         try:
             adapter = build_adapter(arm)
-            self.adapters[arm.name] = adapter
-            return await adapter.start()
+            start = await adapter.start()
         except AdapterError as exc:
-            await self._stop_arms("failed")
+            if adapter is not None:
+                await _quietly(adapter.stop())
+            await self.ledger.record_arm(self.run_id, arm.name, adapter=arm.adapter, model=arm.model,
+                                         endpoint=arm.base_url, status="failed", status_reason=str(exc))
+            await self._stop_arms("interrupted")
             raise RunError(f"arm {arm.name}: {exc}") from None
+        self.adapters[arm.name] = adapter
+        return start
 
     async def _stop_arms(self, status: str) -> None:
         for name, adapter in list(self.adapters.items()):
@@ -202,8 +206,7 @@ class Runner:
             lease = await _quietly(adapter.stop())
             if name in self.leases and lease is not None:
                 await self.ledger.close_lease(self.leases[name], lease.ended_at or utcnow())
-            await self.ledger.update_arm(self.run_id, name, status="finished" if status == "finished" else status,
-                                         ended_at=utcnow())
+            await self.ledger.update_arm(self.run_id, name, status=status, ended_at=utcnow())
         self.adapters.clear()
         await self.ledger.set_run_status(self.run_id, status)
 
@@ -306,7 +309,6 @@ class Runner:
                            "sandbox_spec_hash": outcome.sandbox.spec_hash if outcome.sandbox else None})
         _write_json_atomic(path, trajectory)
         grade_result = outcome.grade
-        usage = result.usage if result is not None else None
         await self.ledger.finish_episode(
             outcome.episode_id, exit_reason=exit_reason, resolved=bool(outcome.resolved),
             reward=grade_result.reward if grade_result else None,
@@ -314,8 +316,7 @@ class Runner:
             error_detail=(result.error if result else None) or outcome.error
             or (grade_result.detail if grade_result and grade_result.error else None),
             infra_error=outcome.infra_error or outcome.cancelled, harness_error=outcome.harness_error, final=final,
-            n_steps=result.n_steps if result else 0, usage=usage, model_calls=result.model_calls if result else 0,
-            elapsed_sec=result.elapsed_sec if result else None,
+            n_steps=result.n_steps if result else 0, elapsed_sec=result.elapsed_sec if result else None,
             sandbox_spec_hash=outcome.sandbox.spec_hash if outcome.sandbox else None,
             isolation=outcome.sandbox.spec.isolation if outcome.sandbox else None,
             sandbox_cpu_seconds=outcome.cpu_seconds,

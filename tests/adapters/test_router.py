@@ -266,15 +266,24 @@ def test_context_window_error_keeps_the_server_message():
 
 
 def test_deadline_shorter_than_a_delayed_answer():
-    with ScriptedServer(script([{"content": "too late", "delay": 5}])) as server:
-        error = chat_error(adapter_for(server, max_retries=3), deadline=time.monotonic() + 0.5)
+    with ScriptedServer(script([{"content": "too late", "delay": 10}])) as server:
+        adapter = adapter_for(server, max_retries=3)
+        asyncio.run(adapter.start())
+        error = chat_error(adapter, deadline=time.monotonic() + 2.0)
     assert error.kind == "deadline"
     assert [(a.status, a.usage.total_tokens) for a in error.attempts] == [("cancelled", 0)]
 
 
 def test_request_timeout_is_retried_then_reported():
-    with ScriptedServer(script(then={"hang": True})) as server:
-        error = chat_error(adapter_for(server, request_timeout_sec=0.3, max_retries=1))
+    # The first call answers: litellm's first-call setup then stays out of the short timeouts that follow.
+    async def scenario(adapter):
+        await adapter.chat(list(CONVERSATION), TOOLS)
+        with pytest.raises(AdapterError) as caught:
+            await adapter.chat(list(CONVERSATION), TOOLS)
+        return caught.value
+
+    with ScriptedServer(script([{"attempts": [{"content": "warm"}, {"hang": True}]}])) as server:
+        error = asyncio.run(scenario(adapter_for(server, request_timeout_sec=0.3, max_retries=1)))
     assert error.kind == "timeout" and error.infrastructure
     assert [a.status for a in error.attempts] == ["timeout", "timeout"]
 

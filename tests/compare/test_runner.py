@@ -1,0 +1,170 @@
+"""The runner end to end: scripted SGLang stand-in and oracle arms on real tasks in real sandboxes, a real DuckDB
+ledger; token counts equal the server's, infrastructure failures retried and kept, kill -9 / Ctrl-C then resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from adapters.scripted_server import ScriptedServer
+from compare.ledger import Ledger
+from compare.runner import Runner, RunError
+from compare.spec import parse_run_spec
+
+LEAFCOST = Path(sys.executable).with_name("leafcost")
+SOLVE = {"turns": [
+    {"reasoning": "The sign is wrong.", "tool_calls": [
+        {"name": "Edit", "arguments": {"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"}}],
+     "usage": {"prompt_tokens": 300, "completion_tokens": 40, "cached_tokens": 0, "reasoning_tokens": 12}},
+    {"content": "Fixed add().", "usage": {"prompt_tokens": 380, "completion_tokens": 6, "cached_tokens": 300}}]}
+
+
+def spec_for(suite: Path, base_url: str, **changes):
+    raw = {"name": "t", "suite": str(suite), "seeds": 2, "workers": 3, "max_attempts": 2,
+           "budgets": {"max_steps": 5, "time_budget_sec": 120},
+           "arms": [{"name": "frognano", "adapter": "sglang", "model": "frognano-4b", "base_url": base_url,
+                     "max_retries": 0, "gpu": {"type": "H200", "usd_per_hour": 3.5}, "metrics_interval_sec": 0.5},
+                    {"name": "oracle", "adapter": "oracle"}]}
+    raw.update(changes)
+    return parse_run_spec(raw)
+
+
+@pytest.fixture
+def suite(make_task):
+    make_task("calc-a")
+    make_task("calc-b")
+    return Path(make_task("calc-c").path).parent
+
+
+def run(spec, db: Path, **kwargs):
+    ledger = Ledger.open(db)
+    try:
+        return asyncio.run(Runner(spec, ledger, db_path=db, **kwargs).run())
+    finally:
+        ledger.close()
+
+
+def rows(db: Path, sql: str):
+    ledger = Ledger.open(db)
+    try:
+        return ledger.query(sql)
+    finally:
+        ledger.close()
+
+
+def test_two_arms_same_episodes_with_tokens_as_reported(suite, tmp_path):
+    db = tmp_path / "ledger.duckdb"
+    with ScriptedServer(SOLVE) as server:
+        summary = run(spec_for(suite, server.base_url), db)
+    assert summary.status == "finished"
+    assert {a.arm: (a.done, a.resolved, a.errors) for a in summary.arms} == {"frognano": (6, 6, 0),
+                                                                             "oracle": (6, 6, 0)}
+    episodes = rows(db, "select arm, task_id, seed, attempt, exit_reason, resolved, final, sandbox_spec_hash, "
+                        "prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens, trajectory_path "
+                        "from episodes order by arm, task_id, seed")
+    assert len(episodes) == 12 and all(e["final"] and e["resolved"] and e["attempt"] == 1 for e in episodes)
+    model = [e for e in episodes if e["arm"] == "frognano"]
+    assert {e["exit_reason"] for e in model} == {"agent"}
+    assert {(e["prompt_tokens"], e["cached_tokens"], e["completion_tokens"], e["reasoning_tokens"]) for e in model} \
+        == {(680, 300, 46, 12)}
+    calls = rows(db, "select step, prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens, arm "
+                     "from model_calls order by call_id")
+    assert {(c["step"], c["prompt_tokens"], c["cached_tokens"], c["completion_tokens"], c["reasoning_tokens"])
+            for c in calls} == {(0, 300, 0, 40, 12), (1, 380, 300, 6, 0)}
+    assert {c["arm"] for c in calls} == {"frognano"}
+    by_key = {}
+    for e in episodes:  # identical sandboxes for every arm, task by task
+        by_key.setdefault((e["task_id"], e["seed"]), set()).add(e["sandbox_spec_hash"])
+    assert all(len(hashes) == 1 for hashes in by_key.values())
+    trajectory = json.loads(Path(model[0]["trajectory_path"]).read_text())
+    assert trajectory["trajectory_format"] == "leaf-function-calling" and "+    return a + b" in trajectory[
+        "output_patch"]
+    assert trajectory["steps"][0]["usage"]["reasoning_tokens"] == 12
+    lease = rows(db, "select hardware, usd_per_hour, ended_at from gpu_leases")
+    assert lease[0]["hardware"] == "H200" and lease[0]["ended_at"] is not None
+    assert rows(db, "select count(*) as n from server_samples")[0]["n"] > 0
+    assert rows(db, "select status from runs")[0]["status"] == "finished"
+
+
+def test_infrastructure_failures_are_retried_and_every_attempt_kept(suite, tmp_path):
+    db = tmp_path / "ledger.duckdb"
+    with ScriptedServer({"turns": [{"status": 503, "usage": {"prompt_tokens": 5}}]}) as server:
+        summary = run(spec_for(suite, server.base_url, seeds=1, arms=[
+            {"name": "flaky", "adapter": "sglang", "model": "m", "base_url": server.base_url, "max_retries": 1,
+             "gpu": {"type": "H100", "usd_per_hour": 2.0}}]), db)
+    assert summary.arms[0].errors == 3
+    episodes = rows(db, "select task_id, attempt, exit_reason, infra_error, final from episodes order by all")
+    assert [(e["attempt"], e["exit_reason"], e["infra_error"], e["final"]) for e in episodes[:2]] == [
+        (1, "infrastructure_error", True, False), (2, "infrastructure_error", True, True)]
+    assert rows(db, "select count(*) as n from model_calls")[0]["n"] == 3 * 2 * 2  # 3 keys, 2 attempts, 2 requests
+
+
+def test_unreachable_endpoint_stops_before_any_episode(suite, tmp_path):
+    db = tmp_path / "ledger.duckdb"
+    spec = spec_for(suite, "http://127.0.0.1:9/v1")
+    with pytest.raises(RunError, match="arm frognano: .*127.0.0.1:9"):
+        run(spec, db)
+    assert rows(db, "select count(*) as n from episodes")[0]["n"] == 0
+
+
+def test_unpriced_hosted_model_is_refused(suite, tmp_path):
+    arm = {"name": "hosted", "adapter": "router", "model": "openai/no-such-model-anywhere",
+           "base_url": "http://127.0.0.1:9/v1"}
+    with pytest.raises(RunError, match="no price in litellm"):
+        run(spec_for(suite, "x", arms=[arm]), tmp_path / "l.duckdb")
+
+
+def cli_run(spec_file: Path, db: Path, *extra: str, **popen):
+    return subprocess.Popen([str(LEAFCOST), "run", str(spec_file), "--db", str(db), "--json", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def wait_for_finished(db: Path, count: int, process: subprocess.Popen, timeout: float = 120) -> None:
+    """Polls the trajectory files the runner writes (the ledger is locked by the writer)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if len(list((db.parent / "trajectories").rglob("*.json"))) >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {count} episodes finished: {process.poll()} {process.stderr.read()}")
+
+
+@pytest.mark.parametrize("stop", ["kill -9", "ctrl-c"])
+def test_resume_after_a_crash_runs_only_what_is_unfinished(suite, tmp_path, stop):
+    slow = {"turns": [{**SOLVE["turns"][0], "delay": 0.3}, SOLVE["turns"][1]]}
+    db = tmp_path / "ledger.duckdb"
+    with ScriptedServer(slow) as server:
+        spec_file = tmp_path / "spec.yaml"
+        spec_file.write_text(yaml.safe_dump(json.loads(spec_for(suite, server.base_url, workers=2).model_dump_json(
+            exclude_defaults=True))))
+        process = cli_run(spec_file, db, start_new_session=True)
+        wait_for_finished(db, 3, process)
+        if stop == "kill -9":
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+        run_id = rows(db, "select run_id from runs")[0]["run_id"]
+        if stop == "ctrl-c":
+            assert process.returncode == 130 and f"--resume {run_id}" in stderr
+        before = rows(db, "select episode_id from episodes where status = 'finished' and final")
+        resumed = cli_run(spec_file, db, "--resume", run_id)
+        out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    summary = json.loads(out)
+    assert {a["arm"]: a["done"] for a in summary["arms"]} == {"frognano": 6, "oracle": 6}
+    finals = rows(db, "select arm, task_id, seed, count(*) as n from episodes where final group by all")
+    assert len(finals) == 12 and all(f["n"] == 1 for f in finals)  # never counted twice
+    after = {e["episode_id"] for e in rows(db, "select episode_id from episodes where final")}
+    assert {e["episode_id"] for e in before} <= after  # finished episodes were not rerun
+    leftover = rows(db, "select count(*) as n from episodes where status = 'running'")
+    assert leftover[0]["n"] == 0
