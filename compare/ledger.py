@@ -16,6 +16,7 @@ import queue
 import re
 import secrets
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -469,9 +470,11 @@ class Ledger:
         stopping = False
         while not stopping:
             ops = [self._queue.get()]
-            while len(ops) < _MAX_BATCH:
+            # A commit costs far more than a row: gather what arrives within a short window into one transaction.
+            window_ends = time.monotonic() + _GROUP_WINDOW_SEC
+            while len(ops) < _MAX_BATCH and None not in ops:
                 try:
-                    ops.append(self._queue.get_nowait())
+                    ops.append(self._queue.get(timeout=max(0.0, window_ends - time.monotonic())))
                 except queue.Empty:
                     break
             stopping = None in ops
@@ -781,6 +784,7 @@ RETURNING e.episode_id
 # Writer internals
 
 _MAX_BATCH = 5000
+_GROUP_WINDOW_SEC = 0.005  # waiters wait at most this much longer; commits carry many rows
 _ID_COLUMNS = {"model_calls": ("call_id", "model_calls_call_id_seq"),
                "gpu_leases": ("lease_id", "gpu_leases_lease_id_seq")}
 

@@ -1,0 +1,116 @@
+"""Harness throughput: how many Leaf steps per second the runner sustains, and its CPU per step.
+
+150 concurrent episodes (one trivial task × 150 seeds, 150 workers) of 20 steps each run through the real runner,
+ledger and bubblewrap sandboxes against the scripted server in `instant` mode (a separate process, so the model
+costs nothing and the harness is what is measured). Each step is one model call plus one trivial tool call.
+
+    .venv/bin/python bench/harness_throughput.py [--episodes 150] [--steps 20] [--tool Bash|Read] [--json]
+
+Printed: steps/s over the stepping phase (first to last model call) and over the whole run (sandbox starts and
+grading included), harness CPU per step (this process only: the sandboxes' own CPU is reported separately), and
+the ratio to what a 150-worker Leaf run needs at 5 s per model call (150 / 5 = 30 steps/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from adapters.scripted_server import ScriptedServer  # noqa: E402
+from compare.ledger import Ledger  # noqa: E402
+from compare.runner import Runner  # noqa: E402
+from compare.spec import parse_run_spec  # noqa: E402
+
+LEAF_NEEDS = 150 / 5.0  # steps/s of a 150-worker Leaf run when each model call takes 5 s
+TASK_FILES = {
+    "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[environment]\nmemory_mb = 512\n',
+    "instruction.md": "# Nothing to do\nThis task exists to measure the harness.\n",
+    "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\n",
+    "environment/repo/README.md": "a trivial repository\n",
+    "tests/test.sh": "echo 0 > /logs/verifier/reward.txt\n",
+    "solution/solve.sh": "true\n",
+}
+
+
+def make_suite(root: Path) -> Path:
+    for relative, text in TASK_FILES.items():
+        path = root / "suite" / "trivial" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "suite"
+
+
+def measure(episodes: int, steps: int, tool: str) -> dict:
+    arguments = {"command": "true"} if tool == "Bash" else {"file_path": "README.md"}
+    script = {"instant": {"tool": tool, "arguments": arguments, "steps": steps}}
+    with tempfile.TemporaryDirectory(prefix="leafcost-bench-") as tmp, \
+            ScriptedServer(script, subprocess=True) as server:
+        root = Path(tmp)
+        os.environ["LEAFCOST_CACHE"] = str(root / "cache")
+        spec = parse_run_spec({
+            "name": "throughput", "suite": str(make_suite(root)), "seeds": episodes, "workers": episodes,
+            "max_attempts": 1, "budgets": {"max_steps": steps + 5, "time_budget_sec": 3600},
+            "arms": [{"name": "instant", "adapter": "sglang", "model": "frognano-4b", "base_url": server.base_url,
+                      "max_retries": 0, "gpu": {"type": "H200", "usd_per_hour": 3.5}, "metrics_interval_sec": 60}]})
+        db = root / "ledger.duckdb"
+        ledger = Ledger.open(db)
+        cpu_before, children_before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+            resource.RUSAGE_CHILDREN)
+        started = time.monotonic()
+        summary = asyncio.run(Runner(spec, ledger, db_path=db).run())
+        wall = time.monotonic() - started
+        cpu_after, children_after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+            resource.RUSAGE_CHILDREN)
+        calls = ledger.query("select count(*) as n, epoch(max(started_at)) - epoch(min(started_at)) as span, "
+                             "count(*) filter (where status <> 'ok') as failed from model_calls")[0]
+        exits = ledger.query("select exit_reason, count(*) as n from episodes group by all")
+        ledger.close()
+    harness_cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    sandbox_cpu = ((children_after.ru_utime + children_after.ru_stime)
+                   - (children_before.ru_utime + children_before.ru_stime))
+    stepping = calls["n"] / calls["span"] if calls["span"] else float("nan")
+    return {"episodes": episodes, "steps_per_episode": steps + 1, "tool": tool, "model_calls": calls["n"],
+            "failed_calls": calls["failed"], "exit_reasons": {e["exit_reason"]: e["n"] for e in exits},
+            "wall_sec": round(wall, 2), "stepping_sec": round(calls["span"], 2),
+            "steps_per_sec_stepping": round(stepping, 1), "steps_per_sec_whole_run": round(calls["n"] / wall, 1),
+            "harness_cpu_ms_per_step": round(harness_cpu / calls["n"] * 1000, 2),
+            "sandbox_cpu_ms_per_step": round(sandbox_cpu / calls["n"] * 1000, 2),
+            "x_leaf_150_workers_at_5s": round(stepping / LEAF_NEEDS, 1), "status": summary.status,
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=150)
+    parser.add_argument("--steps", type=int, default=20, help="tool-call steps before the final answer")
+    parser.add_argument("--tool", choices=["Bash", "Read"], default="Bash")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = measure(args.episodes, args.steps, args.tool)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"machine: {result['machine']['cpus']} cores, Python {result['machine']['python']}")
+    print(f"{result['episodes']} concurrent episodes × {result['steps_per_episode']} steps, tool {result['tool']}: "
+          f"{result['model_calls']} model calls ({result['failed_calls']} failed), exits {result['exit_reasons']}")
+    print(f"  steps/s while stepping     {result['steps_per_sec_stepping']:>8}   ({result['stepping_sec']} s)")
+    print(f"  steps/s over the whole run {result['steps_per_sec_whole_run']:>8}   ({result['wall_sec']} s, "
+          "sandbox starts and grading included)")
+    print(f"  harness CPU per step       {result['harness_cpu_ms_per_step']:>8} ms (this process)")
+    print(f"  sandbox CPU per step       {result['sandbox_cpu_ms_per_step']:>8} ms (bubblewrap, runner, the tool)")
+    print(f"  vs a 150-worker Leaf run at 5 s per call (30 steps/s): {result['x_leaf_150_workers_at_5s']}x"
+          f"  (goal: >= 200 steps/s, i.e. >= 6.7x)")
+
+
+if __name__ == "__main__":
+    main()
