@@ -182,7 +182,8 @@ class LocalModelServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def record(self) -> dict[str, Any]:
-        """What the arm's record keeps about this server: enough to rebuild the same launch."""
+        """What the arm's record keeps about this server: enough to rebuild the same launch. (The request
+        policy is the arm's to record beside it: `LocalRequestPolicy.record()`.)"""
         return {"launch_command": self.launch_command, "base_url": self.base_url, "served_model": self.served_model,
                 "model_file": self.model.name, "model_path": str(self.model), "model_bytes": self.model.stat().st_size,
                 "model_package": f"{MODEL_DISTRIBUTION} {_version(MODEL_DISTRIBUTION)}",
@@ -190,7 +191,7 @@ class LocalModelServer:
                 "chat_template": self.chat_template.name,
                 "chat_template_sha256": hashlib.sha256(self.chat_template.read_bytes()).hexdigest(),
                 "threads": self.threads, "parallel": self.parallel, "ctx_per_slot": self.ctx_per_slot,
-                "omp_wait_policy": self.omp_wait_policy, "request_policy": LOCAL_REQUEST_POLICY.record()}
+                "omp_wait_policy": self.omp_wait_policy}
 
     def __enter__(self) -> LocalModelServer:
         return self.start()

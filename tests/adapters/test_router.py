@@ -276,14 +276,14 @@ def test_deadline_shorter_than_a_delayed_answer():
 
 def test_request_timeout_is_retried_then_reported():
     # The first call answers: litellm's first-call setup then stays out of the short timeouts that follow.
-    async def scenario(adapter):
-        await adapter.chat(list(CONVERSATION), TOOLS)
+    async def scenario(server):
+        await adapter_for(server).chat(list(CONVERSATION), TOOLS)
         with pytest.raises(AdapterError) as caught:
-            await adapter.chat(list(CONVERSATION), TOOLS)
+            await adapter_for(server, request_timeout_sec=0.5, max_retries=1).chat(list(CONVERSATION), TOOLS)
         return caught.value
 
     with ScriptedServer(script([{"attempts": [{"content": "warm"}, {"hang": True}]}])) as server:
-        error = asyncio.run(scenario(adapter_for(server, request_timeout_sec=0.3, max_retries=1)))
+        error = asyncio.run(scenario(server))
     assert error.kind == "timeout" and error.infrastructure
     assert [a.status for a in error.attempts] == ["timeout", "timeout"]
 
