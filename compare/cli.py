@@ -63,20 +63,6 @@ def validate(
     raise typer.Exit(0 if report.invalid == 0 else 1)
 
 
-@app.command()
-def demo(
-    workers: WorkersOption = 2,
-    as_json: JsonOption = False,
-    unsafe_no_isolation: UnsafeOption = False,
-) -> None:
-    """The embedded default: validates the built-in suite in real sandboxes (the model comparison joins it next)."""
-    report = _validate("builtin", workers, None, sandbox_options("host", None, unsafe_no_isolation), as_json)
-    if not as_json:
-        typer.echo(f"\nbuilt-in suite: {report.valid} of {len(report.tasks)} tasks valid "
-                   f"(environments cached under {_cache_dir()})", err=True)
-    raise typer.Exit(0 if report.invalid == 0 else 1)
-
-
 DbOption = Annotated[Path | None, typer.Option(
     "--db", help="the ledger file (default $LEAFCOST_DB or ./leafcost.duckdb)")]
 
@@ -155,6 +141,22 @@ def _print_run_summary(summary) -> None:
     for warning in summary.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     console.print(f"ledger: {summary.db}   trajectories: {summary.trajectories}")
+
+
+@app.command()
+def demo(
+    resume: Annotated[str | None, typer.Option("--resume", metavar="RUN_ID",
+                                               help="finish an interrupted demo run")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The embedded default: the built-in suite with the oracle, a real local CPU model, and a hosted arm when
+    ROUTER_API_KEY is set; prints the summary and where the ledger is."""
+    from compare.demo import demo_spec
+
+    spec, skipped = demo_spec()
+    summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun="leafcost demo", skip_arms=skipped)
+    raise typer.Exit(0 if summary.status == "finished" else 1)
 
 
 sglang_app = typer.Typer(help="Serving FrogNano on SGLang (runs elsewhere: leafcost only talks HTTP to it).")
