@@ -4,7 +4,7 @@
 ledger and bubblewrap sandboxes against the scripted server in `instant` mode (a separate process, so the model
 costs nothing and the harness is what is measured). Each step is one model call plus one trivial tool call.
 
-    .venv/bin/python bench/harness_throughput.py [--episodes 150] [--steps 20] [--tool Bash|Read] [--json]
+    .venv/bin/python bench/harness_throughput.py [--episodes 150] [--steps 20] [--tool Read|Bash] [--json]
 
 Printed: steps/s over the stepping phase (first to last model call) and over the whole run (sandbox starts and
 grading included), harness CPU per step (this process only: the sandboxes' own CPU is reported separately), and
@@ -93,7 +93,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=150)
     parser.add_argument("--steps", type=int, default=20, help="tool-call steps before the final answer")
-    parser.add_argument("--tool", choices=["Bash", "Read"], default="Bash")
+    parser.add_argument("--tool", choices=["Read", "Bash"], default="Read",
+                        help="Read: a trivial tool; Bash: each step also starts a login shell in the sandbox")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result = measure(args.episodes, args.steps, args.tool)

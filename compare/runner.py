@@ -96,6 +96,7 @@ class Runner:
         self.progress: dict[str, ArmProgress] = {}
         self.leases: dict[str, int] = {}
         self.warnings: list[str] = []
+        self.misconfigured: dict[str, dict[str, int]] = {}  # arm -> signature (with the flag to fix) -> episodes
 
     async def run(self) -> RunSummary:
         suite = self._load_suite()
@@ -121,6 +122,10 @@ class Runner:
                 sampler.cancel()
             await asyncio.gather(*samplers, return_exceptions=True)
             await asyncio.shield(self._stop_arms(status))
+        for arm, signatures in self.misconfigured.items():
+            for signature, count in signatures.items():
+                self.warnings.append(f"arm {arm}: {count} episode(s) ended parser_misconfigured (a harness error, "
+                                     f"not the model's miss): {signature}")
         return RunSummary(run_id=self.run_id, db=str(self.db_path), status=status,
                           arms=list(self.progress.values()), trajectories=str(self.trajectory_dir),
                           warnings=self.warnings)
@@ -256,6 +261,9 @@ class Runner:
         progress.done += 1
         progress.resolved += int(bool(outcome.resolved))
         progress.errors += int(outcome.infra_error or outcome.harness_error)
+        if outcome.result is not None and outcome.result.misconfiguration:
+            self.misconfigured.setdefault(key.arm, {}).setdefault(outcome.result.misconfiguration, 0)
+            self.misconfigured[key.arm][outcome.result.misconfiguration] += 1
         self.on_progress(progress)
 
     async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> _Outcome:

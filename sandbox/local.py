@@ -8,6 +8,7 @@ the tool runner. Everything the harness and the agent do inside goes through the
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -74,7 +75,9 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+@functools.cache
 def bwrap_version() -> str | None:
+    """Asked once per process: it goes into every sandbox spec."""
     path = bwrap_path()
     if path is None:
         return None

@@ -168,3 +168,25 @@ def test_resume_after_a_crash_runs_only_what_is_unfinished(suite, tmp_path, stop
     assert {e["episode_id"] for e in before} <= after  # finished episodes were not rerun
     leftover = rows(db, "select count(*) as n from episodes where status = 'running'")
     assert leftover[0]["n"] == 0
+
+
+def test_misconfigured_parser_is_reported_with_the_flag_to_fix(suite, tmp_path):
+    raw_call = "<tool_call>\n<function=Edit>\n<parameter=file_path>\ncalc.py\n</parameter>\n</function>\n</tool_call>"
+    with ScriptedServer({"turns": [{"content": raw_call, "finish_reason": "tool_calls"}]}) as server:
+        summary = run(spec_for(suite, server.base_url, seeds=1), tmp_path / "l.duckdb")
+    model = next(a for a in summary.arms if a.arm == "frognano")
+    assert model.errors == 3 and model.resolved == 0
+    assert any("3 episode(s) ended parser_misconfigured" in w and "--tool-call-parser qwen3_coder" in w
+               for w in summary.warnings)
+    harness = rows(tmp_path / "l.duckdb", "select count(*) as n from episodes where harness_error and "
+                                          "exit_reason = 'parser_misconfigured'")
+    assert harness[0]["n"] == 3
+
+
+def test_missing_router_key_is_named_before_any_episode(suite, tmp_path, monkeypatch):
+    monkeypatch.delenv("LEAFCOST_TEST_ROUTER_KEY", raising=False)
+    arm = {"name": "hosted", "adapter": "router", "model": "openai/gpt-5", "base_url": "http://127.0.0.1:9/v1",
+           "api_key_env": "LEAFCOST_TEST_ROUTER_KEY", "prices": {"input": 1.25, "output": 10.0}}
+    with pytest.raises(RunError, match="LEAFCOST_TEST_ROUTER_KEY"):
+        run(spec_for(suite, "x", arms=[arm]), tmp_path / "l.duckdb")
+    assert rows(tmp_path / "l.duckdb", "select count(*) as n from episodes")[0]["n"] == 0
