@@ -9,6 +9,7 @@ import asyncio
 import json
 import random
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -16,6 +17,7 @@ import aiohttp
 from adapters.base import AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn, Usage, utcnow
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+RETRYABLE_KINDS = frozenset({"rate_limited", "server_error", "timeout", "unreachable"})
 MAX_BACKOFF_SEC = 10.0
 MAX_RETRY_AFTER_SEC = 30.0
 
@@ -68,24 +70,10 @@ class OpenAICompatibleAdapter:
                    max_tokens: int | None = None, deadline: float | None = None) -> Turn:
         body = self.request_body(messages, tools, max_tokens)
         payload = json.dumps(body).encode()
-        attempts: list[CallAttempt] = []
-        started = time.monotonic()
-        for number in range(1, self.max_retries + 2):
-            attempt, turn, retry_after = await self._post(number, payload, deadline)
-            attempts.append(attempt)
-            if turn is not None:
-                return turn.model_copy(update={"attempts": attempts, "latency_sec": time.monotonic() - started,
-                                               "request_extras": {k: v for k, v in body.items()
-                                                                  if k not in {"messages", "tools", "model"}}})
-            kind = _error_kind(attempt)
-            if kind not in {"rate_limited", "server_error", "timeout", "unreachable"} or number > self.max_retries:
-                raise AdapterError(kind, f"{self.base_url}: {attempt.error}", attempts)
-            pause = min(MAX_BACKOFF_SEC, 0.5 * 2 ** (number - 1)) * (0.5 + random.random() / 2)
-            pause = max(pause, retry_after or 0.0)
-            if deadline is not None and time.monotonic() + pause >= deadline:
-                raise AdapterError("deadline", "the time budget ran out while retrying", attempts)
-            await asyncio.sleep(pause)
-        raise AssertionError("unreachable")  # the loop always returns or raises
+        turn = await retry_turn(lambda number: self._post(number, payload, deadline), max_retries=self.max_retries,
+                                deadline=deadline, describe=lambda attempt, kind: f"{self.base_url}: {attempt.error}")
+        return turn.model_copy(update={"request_extras": {k: v for k, v in body.items()
+                                                           if k not in {"messages", "tools", "model"}}})
 
     async def sample_metrics(self) -> ServerSample | None:
         return None
@@ -139,7 +127,7 @@ class OpenAICompatibleAdapter:
         attempt.request_id = headers.get("x-request-id")
         if status != 200:
             attempt.status = "http_error"
-            attempt.error = f"HTTP {status}: {_error_message(text)}"
+            attempt.error = f"HTTP {status}: {error_message(text)}"
             return attempt, None, _retry_after(headers.get("retry-after"))
         try:
             turn = parse_completion(json.loads(text), self.model)
@@ -149,6 +137,34 @@ class OpenAICompatibleAdapter:
             return attempt, None, None
         attempt.usage, attempt.finish_reason, attempt.model = turn.usage, turn.finish_reason, turn.model
         return attempt, turn, None
+
+
+SendAttempt = Callable[[int], Awaitable[tuple[CallAttempt, Turn | None, float | None]]]
+
+
+async def retry_turn(send: SendAttempt, *, max_retries: int, deadline: float | None,
+                     describe: Callable[[CallAttempt, str], str]) -> Turn:
+    """Every adapter's retry policy: `send(attempt_number)` until a turn comes back; what the endpoint can
+    recover from (429, 5xx, timeouts, refused connections) is retried with jittered backoff (Retry-After
+    honoured) up to `max_retries`; the turn carries every attempt, and an AdapterError carries them too."""
+    attempts: list[CallAttempt] = []
+    started = time.monotonic()
+    for number in range(1, max_retries + 2):
+        if deadline is not None and time.monotonic() >= deadline:
+            raise AdapterError("deadline", "the time budget ran out before the call", attempts)
+        attempt, turn, retry_after = await send(number)
+        attempts.append(attempt)
+        if turn is not None:
+            return turn.model_copy(update={"attempts": attempts, "latency_sec": time.monotonic() - started})
+        kind = error_kind(attempt)
+        if kind not in RETRYABLE_KINDS or number > max_retries:
+            raise AdapterError(kind, describe(attempt, kind), attempts)  # type: ignore[arg-type]
+        pause = min(MAX_BACKOFF_SEC, 0.5 * 2 ** (number - 1)) * (0.5 + random.random() / 2)
+        pause = max(pause, retry_after or 0.0)
+        if deadline is not None and time.monotonic() + pause >= deadline:
+            raise AdapterError("deadline", "the time budget ran out while retrying", attempts)
+        await asyncio.sleep(pause)
+    raise AssertionError("unreachable")  # the loop always returns or raises
 
 
 def parse_completion(data: dict[str, Any], requested_model: str) -> Turn:
@@ -192,7 +208,7 @@ def _failed(attempt: CallAttempt, clock: float, status: str, error: str) -> Call
     return attempt
 
 
-def _error_kind(attempt: CallAttempt) -> str:
+def error_kind(attempt: CallAttempt) -> str:
     if attempt.status == "cancelled":
         return "deadline"
     if attempt.status == "timeout":
@@ -211,7 +227,7 @@ def _error_kind(attempt: CallAttempt) -> str:
     return "bad_request"
 
 
-def _error_message(text: str) -> str:
+def error_message(text: str) -> str:
     """OpenAI's nested `{"error": {"message"}}`, SGLang's flat `{"message"}` or `{"error": "..."}`, or the text."""
     try:
         data = json.loads(text)

@@ -8,7 +8,6 @@ import asyncio
 import json
 import logging
 import os
-import random
 import re
 import time
 from functools import lru_cache
@@ -19,8 +18,7 @@ import httpx
 from pydantic import SecretStr
 
 from adapters.base import AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn, utcnow
-from adapters.openai_http import (MAX_BACKOFF_SEC, MAX_RETRY_AFTER_SEC, _error_kind, _error_message,
-                                  parse_usage)
+from adapters.openai_http import MAX_RETRY_AFTER_SEC, error_message, parse_usage, retry_turn
 
 # Where the key comes from when the arm names no variable: the first of these that is set, in this order.
 API_KEY_ENV_ORDER = ("ROUTER_API_KEY", "ORCAROUTER_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY")
@@ -32,7 +30,6 @@ API_KEY_ENV_ORDER = ("ROUTER_API_KEY", "ORCAROUTER_API_KEY", "OPENROUTER_API_KEY
 # `additionalProperties: false` and `strict` from tool schemas, which Leaf's tools do not use.
 PROVIDER_ROUTE = "hosted_vllm"
 STANDARD_SAMPLING = frozenset({"temperature", "top_p", "presence_penalty", "frequency_penalty", "seed", "stop"})
-RETRYABLE_KINDS = frozenset({"rate_limited", "server_error", "timeout", "unreachable"})
 COST_HEADER = "x-litellm-response-cost"
 
 
@@ -83,27 +80,14 @@ class RouterAdapter:
                    max_tokens: int | None = None, deadline: float | None = None) -> Turn:
         litellm = _litellm()
         options = self._request_options(tools, max_tokens)
-        attempts: list[CallAttempt] = []
-        started = time.monotonic()
-        for number in range(1, self.max_retries + 2):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise AdapterError("deadline", "the time budget ran out before the call", attempts)
-            attempt, turn, retry_after = await self._attempt(litellm, number, messages, options, deadline)
-            attempts.append(attempt)
-            if turn is not None:
-                return turn.model_copy(update={"attempts": attempts, "latency_sec": time.monotonic() - started,
-                                               "request_extras": self._request_extras(options)})
-            kind = _error_kind(attempt)
-            if kind not in RETRYABLE_KINDS or number > self.max_retries:
-                advice = f" (the router refused the key from ${self.api_key_env})" if kind == "auth" else ""
-                message = f"{self.base_url}: {attempt.error}{advice}"
-                raise AdapterError(kind, message, attempts)  # type: ignore[arg-type]
-            pause = min(MAX_BACKOFF_SEC, 0.5 * 2 ** (number - 1)) * (0.5 + random.random() / 2)
-            pause = max(pause, retry_after or 0.0)
-            if deadline is not None and time.monotonic() + pause >= deadline:
-                raise AdapterError("deadline", "the time budget ran out while retrying", attempts)
-            await asyncio.sleep(pause)
-        raise AssertionError("unreachable")  # the loop always returns or raises
+
+        def describe(attempt: CallAttempt, kind: str) -> str:
+            advice = f" (the router refused the key from ${self.api_key_env})" if kind == "auth" else ""
+            return f"{self.base_url}: {attempt.error}{advice}"
+
+        turn = await retry_turn(lambda number: self._attempt(litellm, number, messages, options, deadline),
+                                max_retries=self.max_retries, deadline=deadline, describe=describe)
+        return turn.model_copy(update={"request_extras": self._request_extras(options)})
 
     async def sample_metrics(self) -> ServerSample | None:
         return None
@@ -202,7 +186,7 @@ class RouterAdapter:
                                f"${self.api_key_env} (check the key, or set the arm's api_key_env)")
         if response.status_code >= 400:
             raise AdapterError("unreachable", self._scrub(f"{url}: HTTP {response.status_code}: "
-                                                          f"{_error_message(response.text)}"))
+                                                          f"{error_message(response.text)}"))
         try:
             return response.json()
         except ValueError:
@@ -397,7 +381,7 @@ def _server_message(chain: list[BaseException]) -> str | None:
         response = getattr(link, "response", None)
         if isinstance(response, httpx.Response) and response.status_code >= 400:
             try:
-                message = _error_message(response.text)
+                message = error_message(response.text)
             except Exception:  # an unread or streamed body
                 continue
             if message:  # litellm's own exceptions carry an empty stand-in response; the real one is deeper
