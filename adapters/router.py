@@ -181,7 +181,7 @@ class RouterAdapter:
                 response = await client.get(url, headers=headers)
         except httpx.HTTPError as exc:
             raise AdapterError("unreachable", self._scrub(f"{url}: {type(exc).__name__}: {exc}")) from None
-        if response.status_code in (401, 403):
+        if response.status_code in (401, 403) or _refused_key_without_db(response):
             raise AdapterError("auth", f"{url}: HTTP {response.status_code}: the router refused the key from "
                                f"${self.api_key_env} (check the key, or set the arm's api_key_env)")
         if response.status_code >= 400:
@@ -191,6 +191,18 @@ class RouterAdapter:
             return response.json()
         except ValueError:
             raise AdapterError("bad_response", f"{url}: not JSON: {response.text[:200]!r}") from None
+
+
+def _refused_key_without_db(response: httpx.Response) -> bool:
+    """A LiteLLM proxy with no database can only check its master key: any other key is answered with HTTP 400
+    `no_db_connection` (litellm 1.110.2), which means the key was refused, not that the router is down."""
+    if response.status_code != 400:
+        return False
+    try:
+        error = response.json().get("error") or {}
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(error, dict) and error.get("type") == "no_db_connection"
 
 
 def resolve_api_key(api_key_env: str | None) -> tuple[str, str]:
