@@ -21,6 +21,7 @@ from compare.arms import build_adapter
 from compare.episode import EpisodeResult, run_episode
 from compare.ledger import Ledger, new_run_id
 from compare.pricing import litellm_prices, litellm_revision, price_call
+from compare.reconcile import Reconciliation, reconcile
 from compare.spec import OracleArm, RouterArm, RunSpec
 from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, capture_patch, grade, load_suite,
                      open_sandbox, run_oracle)
@@ -54,6 +55,7 @@ class RunSummary(BaseModel):
     arms: list[ArmProgress]
     trajectories: str
     warnings: list[str] = Field(default_factory=list)
+    reconciliation: list[Reconciliation] = Field(default_factory=list)
 
 
 ProgressCallback = Callable[[ArmProgress], None]
@@ -122,13 +124,26 @@ class Runner:
                 sampler.cancel()
             await asyncio.gather(*samplers, return_exceptions=True)
             await asyncio.shield(self._stop_arms(status))
+        reconciliation = await self._reconcile()
+        self.warnings += [r.warning() for r in reconciliation if r.flagged]
         for arm, signatures in self.misconfigured.items():
             for signature, count in signatures.items():
                 self.warnings.append(f"arm {arm}: {count} episode(s) ended parser_misconfigured (a harness error, "
                                      f"not the model's miss): {signature}")
         return RunSummary(run_id=self.run_id, db=str(self.db_path), status=status,
                           arms=list(self.progress.values()), trajectories=str(self.trajectory_dir),
-                          warnings=self.warnings)
+                          warnings=self.warnings, reconciliation=reconciliation)
+
+    async def _reconcile(self) -> list[Reconciliation]:
+        """For every hosted arm, the router's reported cost beside ours, call by call (answered calls only)."""
+        await self.ledger.flush()
+        results = []
+        for arm in self.spec.arms:
+            if isinstance(arm, RouterArm) and arm.name not in self.skip_arms:
+                rows = self.ledger.query("SELECT cost_usd, router_cost_usd FROM model_calls WHERE run_id = ? AND "
+                                         "arm = ? AND status = 'ok'", [self.run_id, arm.name])
+                results.append(reconcile(rows, arm.name))
+        return results
 
     # --- set-up -------------------------------------------------------------------------------------------
 

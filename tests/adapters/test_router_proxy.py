@@ -5,17 +5,8 @@ exactly as to a remote router: base URL and a bearer key from the environment.""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
-import yaml
 
 from adapters.base import AdapterError, Usage
 from adapters.router import RouterAdapter
@@ -23,59 +14,17 @@ from adapters.scripted_server import ScriptedServer
 from compare.pricing import explicit_cost
 from compare.spec import Prices
 
-MASTER_KEY = "sk-leafcost-proxy-master"
-INPUT_PER_TOKEN, OUTPUT_PER_TOKEN, CACHE_READ_PER_TOKEN = 1.25e-6, 10e-6, 0.125e-6
+from conftest import LITELLM_MASTER_KEY as MASTER_KEY
+
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 500, "cached_tokens": 200, "reasoning_tokens": 40}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def backend():
+def proxy(litellm_proxy):
     script = {"turns": [{"tool_calls": [{"name": "Bash", "arguments": {"command": "ls"}}], "usage": USAGE},
                         {"content": "done", "usage": USAGE}]}
-    with ScriptedServer(script) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def proxy(backend, tmp_path_factory):
-    """litellm's proxy on a free port; its log is kept beside the config for a failing test to show."""
-    folder = tmp_path_factory.mktemp("litellm-proxy")
-    config = {"model_list": [{"model_name": "hosted-gpt",
-                              "litellm_params": {"model": "openai/frognano-4b", "api_base": backend.base_url,
-                                                 "api_key": "unused-by-the-backend"},
-                              "model_info": {"id": "hosted-gpt-primary", "input_cost_per_token": INPUT_PER_TOKEN,
-                                             "output_cost_per_token": OUTPUT_PER_TOKEN,
-                                             "cache_read_input_token_cost": CACHE_READ_PER_TOKEN}}],
-              "general_settings": {"master_key": MASTER_KEY}}
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = open(folder / "proxy.log", "wb")
-    litellm = shutil.which("litellm", path=str(Path(sys.executable).parent))
-    process = subprocess.Popen([litellm, "--config", str(folder / "config.yaml"), "--host", "127.0.0.1", "--port",
-                                str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                               env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, (folder / "proxy.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the proxy did not start within 120 s"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/liveliness", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.3)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        os.killpg(process.pid, 9)
-        process.wait()
-        log.close()
+    with ScriptedServer(script) as backend:
+        yield litellm_proxy(backend.base_url, input_cost=1.25e-6, output_cost=10e-6, cache_read_cost=0.125e-6)
 
 
 def test_tokens_and_the_routers_own_cost_come_through_the_real_proxy(proxy, monkeypatch):

@@ -190,3 +190,31 @@ def test_missing_router_key_is_named_before_any_episode(suite, tmp_path, monkeyp
     with pytest.raises(RunError, match="LEAFCOST_TEST_ROUTER_KEY"):
         run(spec_for(suite, "x", arms=[arm]), tmp_path / "l.duckdb")
     assert rows(tmp_path / "l.duckdb", "select count(*) as n from episodes")[0]["n"] == 0
+
+
+def test_router_reported_costs_reconcile_with_ours_through_the_real_proxy(suite, tmp_path, litellm_proxy,
+                                                                           monkeypatch):
+    from conftest import LITELLM_MASTER_KEY
+
+    monkeypatch.setenv("LEAFCOST_TEST_PROXY_KEY", LITELLM_MASTER_KEY)
+    with ScriptedServer(SOLVE) as backend:
+        proxy = litellm_proxy(backend.base_url, input_cost=1.25e-6, output_cost=10e-6, cache_read_cost=0.125e-6)
+
+        def hosted(prices):
+            return {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": proxy,
+                    "api_key_env": "LEAFCOST_TEST_PROXY_KEY", "max_retries": 0, "prices": prices}
+
+        same = run(spec_for(suite, "x", seeds=1, arms=[hosted({"input": 1.25, "output": 10.0,
+                                                               "cached_input": 0.125})]), tmp_path / "same.duckdb")
+        other = run(spec_for(suite, "x", seeds=1, arms=[hosted({"input": 2.0, "output": 10.0,
+                                                                "cached_input": 0.125})]), tmp_path / "other.duckdb")
+    agreed, = same.reconciliation
+    assert agreed.calls_compared == 6 and agreed.calls_without_router_cost == 0  # 3 tasks × 2 calls
+    assert agreed.max_relative_difference < 1e-9 and not agreed.flagged
+    assert same.arms[0].resolved == 3
+    differed, = other.reconciliation
+    assert differed.flagged and differed.max_relative_difference > 0.01
+    assert any("differs from leafcost's computed cost" in w for w in other.warnings)
+    calls = rows(tmp_path / "same.duckdb", "select cost_usd, router_cost_usd, router_cost_detail, price_source "
+                                           "from model_calls")
+    assert all(c["price_source"] == "explicit" and c["router_cost_detail"] for c in calls)
