@@ -218,3 +218,22 @@ def test_router_reported_costs_reconcile_with_ours_through_the_real_proxy(suite,
     calls = rows(tmp_path / "same.duckdb", "select cost_usd, router_cost_usd, router_cost_detail, price_source "
                                            "from model_calls")
     assert all(c["price_source"] == "explicit" and c["router_cost_detail"] for c in calls)
+
+
+def test_dead_backend_behind_the_proxy_is_an_infrastructure_error_with_every_attempt_kept(
+        suite, tmp_path, litellm_proxy, monkeypatch):
+    from conftest import LITELLM_MASTER_KEY
+
+    monkeypatch.setenv("LEAFCOST_TEST_PROXY_KEY", LITELLM_MASTER_KEY)
+    proxy = litellm_proxy("http://127.0.0.1:9/v1", input_cost=1e-6, output_cost=1e-5)  # nothing listens there
+    arm = {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": proxy,
+           "api_key_env": "LEAFCOST_TEST_PROXY_KEY", "max_retries": 1, "request_timeout_sec": 60,
+           "prices": {"input": 1.0, "output": 10.0}}
+    summary = run(spec_for(suite, "x", seeds=1, tasks=["calc-a"], arms=[arm]), tmp_path / "dead.duckdb")
+    assert summary.status == "finished" and summary.arms[0].errors == 1 and summary.arms[0].resolved == 0
+    episodes = rows(tmp_path / "dead.duckdb", "select attempt, exit_reason, infra_error, final from episodes "
+                                              "order by attempt")
+    assert [(e["attempt"], e["exit_reason"], e["infra_error"], e["final"]) for e in episodes] == [
+        (1, "infrastructure_error", True, False), (2, "infrastructure_error", True, True)]
+    calls = rows(tmp_path / "dead.duckdb", "select status, http_status from model_calls")
+    assert len(calls) == 4 and all(c["status"] != "ok" and (c["http_status"] or 0) >= 500 for c in calls)
