@@ -267,8 +267,10 @@ class Runner:
     async def _run_key(self, key: EpisodeKey, task: Task) -> None:
         """Attempts until one is not an infrastructure failure or `max_attempts` is reached; all are recorded."""
         first = await self.ledger.next_attempt(self.run_id, key.arm, key.task_id, key.seed)
-        for attempt in range(first, self.spec.max_attempts + 1):
-            last = attempt == self.spec.max_attempts
+        # Attempts a crash interrupted do not use up the retry budget: a resumed key always gets one more.
+        limit = max(self.spec.max_attempts, first)
+        for attempt in range(first, limit + 1):
+            last = attempt == limit
             outcome = await self._attempt(key, task, attempt, last)
             if not outcome.infra_error or last:
                 break

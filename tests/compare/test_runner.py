@@ -237,3 +237,27 @@ def test_dead_backend_behind_the_proxy_is_an_infrastructure_error_with_every_att
         (1, "infrastructure_error", True, False), (2, "infrastructure_error", True, True)]
     calls = rows(tmp_path / "dead.duckdb", "select status, http_status from model_calls")
     assert len(calls) == 4 and all(c["status"] != "ok" and (c["http_status"] or 0) >= 500 for c in calls)
+
+
+def test_resume_runs_a_key_whose_interrupted_attempts_reached_max_attempts(suite, tmp_path):
+    db = tmp_path / "ledger.duckdb"
+    spec = spec_for(suite, "x", seeds=1, tasks=["calc-a"], max_attempts=1, arms=[{"name": "oracle",
+                                                                                  "adapter": "oracle"}])
+
+    async def crashed_run() -> str:
+        ledger = Ledger.open(db)
+        try:
+            run_id = "x-crashed"
+            await ledger.create_run(run_id, spec, task_ids=["calc-a"])
+            await ledger.record_arm(run_id, "oracle", adapter="oracle", model="", status="ready")
+            await ledger.start_episode(run_id, "oracle", "calc-a", 0, 1)  # left running by a killed process
+            return run_id
+        finally:
+            await ledger.aclose()
+
+    run_id = asyncio.run(crashed_run())
+    summary = run(spec, db, run_id=run_id)
+    assert summary.status == "finished" and summary.arms[0].resolved == 1
+    episodes = rows(db, "select attempt, exit_reason, final from episodes order by attempt")
+    assert [(e["attempt"], e["exit_reason"], e["final"]) for e in episodes] == [(1, "interrupted", False),
+                                                                                (2, "oracle", True)]
