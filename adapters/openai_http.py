@@ -106,22 +106,17 @@ class OpenAICompatibleAdapter:
 
     async def _post(self, number: int, payload: bytes,
                     deadline: float | None) -> tuple[CallAttempt, Turn | None, float | None]:
-        attempt = CallAttempt(attempt=number, model=self.model, status="ok", started_at=utcnow())
-        clock = time.monotonic()
-        timeout = self.request_timeout_sec
-        if deadline is not None:
-            timeout = min(timeout, max(0.0, deadline - clock))
+        attempt, clock, timeout = open_attempt(number, self.model, self.request_timeout_sec, deadline)
         try:
             async with asyncio.timeout(timeout):
                 async with self.session.post(self.base_url + "/chat/completions", data=payload) as response:
                     status, text = response.status, await response.text(errors="replace")
                     headers = response.headers
         except TimeoutError:
-            past_deadline = deadline is not None and time.monotonic() >= deadline - 0.001
-            status_name = "cancelled" if past_deadline else "timeout"
-            return _failed(attempt, clock, status_name, f"no answer within {timeout:.1f}s"), None, None
+            status_name = "cancelled" if past_deadline(deadline) else "timeout"
+            return fail_attempt(attempt, clock, status_name, f"no answer within {timeout:.1f}s"), None, None
         except aiohttp.ClientError as exc:
-            return _failed(attempt, clock, "connection_error", f"{type(exc).__name__}: {exc}"), None, None
+            return fail_attempt(attempt, clock, "connection_error", f"{type(exc).__name__}: {exc}"), None, None
         attempt.latency_sec = time.monotonic() - clock
         attempt.http_status = status
         attempt.request_id = headers.get("x-request-id")
@@ -201,11 +196,24 @@ def _arguments_text(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
-def _failed(attempt: CallAttempt, clock: float, status: str, error: str) -> CallAttempt:
+def open_attempt(number: int, model: str, request_timeout_sec: float,
+                 deadline: float | None) -> tuple[CallAttempt, float, float]:
+    """A new attempt, the clock it is timed from, and how long it may take (never past the deadline)."""
+    clock = time.monotonic()
+    timeout = request_timeout_sec if deadline is None else min(request_timeout_sec, max(0.0, deadline - clock))
+    return CallAttempt(attempt=number, model=model, status="ok", started_at=utcnow()), clock, timeout
+
+
+def fail_attempt(attempt: CallAttempt, clock: float, status: str, error: str) -> CallAttempt:
     attempt.status = status  # type: ignore[assignment]
     attempt.error = error
     attempt.latency_sec = time.monotonic() - clock
     return attempt
+
+
+def past_deadline(deadline: float | None) -> bool:
+    """A timeout that fired at the deadline is the time budget's doing (`cancelled`), not the server's."""
+    return deadline is not None and time.monotonic() >= deadline - 0.001
 
 
 def error_kind(attempt: CallAttempt) -> str:

@@ -17,8 +17,9 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from adapters.base import AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn, utcnow
-from adapters.openai_http import MAX_RETRY_AFTER_SEC, error_message, parse_usage, retry_turn
+from adapters.base import AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn
+from adapters.openai_http import (MAX_RETRY_AFTER_SEC, error_message, fail_attempt, open_attempt, parse_usage,
+                                  past_deadline, retry_turn)
 
 # Where the key comes from when the arm names no variable: the first of these that is set, in this order.
 API_KEY_ENV_ORDER = ("ROUTER_API_KEY", "ORCAROUTER_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY")
@@ -115,19 +116,15 @@ class RouterAdapter:
     async def _attempt(self, litellm: ModuleType, number: int, messages: list[dict[str, Any]],
                        options: dict[str, Any], deadline: float | None
                        ) -> tuple[CallAttempt, Turn | None, float | None]:
-        attempt = CallAttempt(attempt=number, model=self.model, status="ok", started_at=utcnow())
-        clock = time.monotonic()
-        timeout = self.request_timeout_sec
-        if deadline is not None:
-            timeout = min(timeout, max(0.0, deadline - clock))
+        attempt, clock, timeout = open_attempt(number, self.model, self.request_timeout_sec, deadline)
         try:
             # litellm copies `messages` before its own edits (dropping a null content, for one): history is safe.
             response = await asyncio.wait_for(
                 litellm.acompletion(messages=messages, api_key=self._api_key.get_secret_value(), timeout=timeout,
                                     **options), timeout)
         except asyncio.TimeoutError:
-            status = "cancelled" if _past(deadline) else "timeout"
-            return self._failed(attempt, clock, status, f"no answer within {timeout:.1f}s"), None, None
+            status = "cancelled" if past_deadline(deadline) else "timeout"
+            return fail_attempt(attempt, clock, status, f"no answer within {timeout:.1f}s"), None, None
         except Exception as exc:  # litellm raises its own classes, not always the ones the failure deserves
             return self._failed_call(litellm, attempt, clock, exc, deadline, timeout)
         attempt.latency_sec = time.monotonic() - clock
@@ -148,7 +145,7 @@ class RouterAdapter:
     def _failed_call(self, litellm: ModuleType, attempt: CallAttempt, clock: float, exc: Exception,
                      deadline: float | None, timeout: float) -> tuple[CallAttempt, None, float | None]:
         status, http_status = _classify(litellm, exc)
-        if status == "timeout" and _past(deadline):
+        if status == "timeout" and past_deadline(deadline):
             status = "cancelled"
         headers = _lower(getattr(exc, "litellm_response_headers", None))
         _record_router_facts(attempt, headers, {})
@@ -158,14 +155,8 @@ class RouterAdapter:
             error = f"no answer within {timeout:.1f}s"
         else:
             error = _failure_text(status, http_status, exc)
-        self._failed(attempt, clock, status, self._scrub(error))
+        fail_attempt(attempt, clock, status, self._scrub(error))
         return attempt, None, _retry_after(headers)
-
-    def _failed(self, attempt: CallAttempt, clock: float, status: str, error: str) -> CallAttempt:
-        attempt.status = status  # type: ignore[assignment]
-        attempt.error = error
-        attempt.latency_sec = time.monotonic() - clock
-        return attempt
 
     def _scrub(self, text: str) -> str:
         """A server may echo the key in an error body; it never leaves this adapter. (A key shorter than 8
@@ -237,10 +228,6 @@ def _litellm_version() -> str:
     from importlib.metadata import version
 
     return version("litellm")
-
-
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() >= deadline - 0.001
 
 
 def _turn(response: Any, usage_fields: dict[str, Any], requested_model: str) -> Turn:
