@@ -9,6 +9,7 @@ import json
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -85,6 +86,7 @@ class Runner:
     def __init__(self, spec: RunSpec, ledger: Ledger, *, db_path: Path, run_id: str | None = None,
                  skip_arms: dict[str, str] | None = None, on_progress: ProgressCallback | None = None):
         self.spec = spec
+        self.arm_specs = {arm.name: arm for arm in spec.arms}
         self.ledger = ledger
         self.db_path = Path(db_path)
         self.resuming = run_id is not None
@@ -98,7 +100,7 @@ class Runner:
         self.progress: dict[str, ArmProgress] = {}
         self.leases: dict[str, int] = {}
         self.warnings: list[str] = []
-        self.misconfigured: dict[str, dict[str, int]] = {}  # arm -> signature (with the flag to fix) -> episodes
+        self.misconfigured: dict[str, Counter[str]] = {}  # arm -> signature (with the flag to fix) -> episodes
 
     async def run(self) -> RunSummary:
         suite = self._load_suite()
@@ -232,7 +234,7 @@ class Runner:
 
     async def _sample_metrics(self, arm: str) -> None:
         adapter = self.adapters.get(arm)
-        interval = getattr(next(a for a in self.spec.arms if a.name == arm), "metrics_interval_sec", None)
+        interval = getattr(self.arm_specs[arm], "metrics_interval_sec", None)
         if adapter is None or interval is None:
             return
         while True:
@@ -279,8 +281,7 @@ class Runner:
         progress.resolved += int(bool(outcome.resolved))
         progress.errors += int(outcome.infra_error or outcome.harness_error)
         if outcome.result is not None and outcome.result.misconfiguration:
-            self.misconfigured.setdefault(key.arm, {}).setdefault(outcome.result.misconfiguration, 0)
-            self.misconfigured[key.arm][outcome.result.misconfiguration] += 1
+            self.misconfigured.setdefault(key.arm, Counter())[outcome.result.misconfiguration] += 1
         self.on_progress(progress)
 
     async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> _Outcome:
@@ -292,8 +293,7 @@ class Runner:
         try:
             opened = await open_sandbox(task, self.options)
             outcome.sandbox = opened
-            arm = next(a for a in self.spec.arms if a.name == key.arm)
-            if isinstance(arm, OracleArm):
+            if isinstance(self.arm_specs[key.arm], OracleArm):
                 result = await _oracle_episode(opened.sandbox, task)
             else:
                 result = await run_episode(self.adapters[key.arm], opened.sandbox, task.instruction,
@@ -349,8 +349,7 @@ class Runner:
             patch_bytes=len(outcome.patch.encode()), trajectory_path=str(path))
         progress = self.progress[key.arm]
         progress.spend_usd += recorder.spend_usd
-        arm = next(a for a in self.spec.arms if a.name == key.arm)
-        if not isinstance(arm, RouterArm):
+        if not isinstance(self.arm_specs[key.arm], RouterArm):
             progress.spend_usd = self._lease_spend(key.arm)
 
     def _lease_spend(self, arm: str) -> float:
@@ -382,7 +381,7 @@ class _LedgerRecorder:
 
     def __init__(self, runner: Runner, arm: str, episode_id: str):
         self.runner, self.arm, self.episode_id = runner, arm, episode_id
-        self.spec = next(a for a in runner.spec.arms if a.name == arm)
+        self.spec = runner.arm_specs[arm]
         self.spend_usd = 0.0
 
     async def model_call(self, step: int, attempt: CallAttempt) -> None:
