@@ -227,28 +227,23 @@ class _Plan:
 
     def prepare(self, instruction: Instruction) -> None:
         """First pass: resolve paths so every directory the build writes exists before the sandbox starts."""
-        variables = {**self.args, **self.env}
+        self._track(instruction)
         if instruction.keyword == "WORKDIR":
-            self.workdir = os.path.normpath(os.path.join(self.workdir, substitute(instruction.args[0], variables)))
             self.check_writable(self.workdir, instruction)
             self.host(self.workdir).mkdir(parents=True, exist_ok=True)
             if self.first_workdir == "/":
                 self.first_workdir = self.workdir
         elif instruction.keyword in {"COPY", "ADD"}:
-            destination = self._destination(instruction, variables)
+            destination = self._destination(instruction, {**self.args, **self.env})
             self.check_writable(destination, instruction)
             top = Path(destination).parts[1]
             (self.root / top).mkdir(parents=True, exist_ok=True)
-        elif instruction.keyword == "ENV":
-            self._set_env(instruction)
-        elif instruction.keyword == "ARG":
-            self.args.setdefault(instruction.args[0], instruction.args[1])
         if self.first_workdir == "/" and instruction.keyword == "RUN":
             raise BuildError(f"{self.where(instruction)}: RUN before any WORKDIR would run in the read-only "
                              "base root; add a WORKDIR first")
 
     async def replay(self, instruction: Instruction, sandbox: LocalSandbox) -> None:
-        variables = {**self.args, **self.env}
+        """Second pass, in the build sandbox: FROM recorded, files copied, RUN executed."""
         keyword = instruction.keyword
         if keyword == "FROM" and not self.from_image:
             self.from_image = instruction.args[0]
@@ -257,15 +252,8 @@ class _Plan:
             raise BuildError(f"{self.where(instruction)}: multi-stage builds are not supported")
         elif keyword in IGNORED:
             self.ignored.append(f"{instruction.line}: {instruction.text}")
-        elif keyword == "WORKDIR":
-            self.workdir = os.path.normpath(os.path.join(self.workdir, substitute(instruction.args[0], variables)))
-            self.host(self.workdir).mkdir(parents=True, exist_ok=True)
-        elif keyword == "ENV":
-            self._set_env(instruction)
-        elif keyword == "ARG":
-            self.args.setdefault(instruction.args[0], instruction.args[1])
         elif keyword in {"COPY", "ADD"}:
-            self._copy(instruction, variables)
+            self._copy(instruction, {**self.args, **self.env})
         elif keyword == "RUN":
             result = await sandbox.exec(instruction.args[0], timeout=self.task.environment.build_timeout_sec,
                                         cwd=self.workdir, env={**self.args, **self.env})
@@ -273,6 +261,18 @@ class _Plan:
                 status = "timed out" if result.timed_out else f"failed with exit code {result.exit_code}"
                 output = (result.stdout + result.stderr).strip()[-1500:]
                 raise BuildError(f"{self.where(instruction)}: RUN {instruction.args[0]!r} {status}:\n{output}")
+        else:
+            self._track(instruction)  # WORKDIR (its directory exists since the first pass), ENV, ARG
+
+    def _track(self, instruction: Instruction) -> None:
+        """The state both passes follow: the working directory and the ENV and ARG values."""
+        if instruction.keyword == "WORKDIR":
+            target = substitute(instruction.args[0], {**self.args, **self.env})
+            self.workdir = os.path.normpath(os.path.join(self.workdir, target))
+        elif instruction.keyword == "ENV":
+            self._set_env(instruction)
+        elif instruction.keyword == "ARG":
+            self.args.setdefault(instruction.args[0], instruction.args[1])
 
     def _set_env(self, instruction: Instruction) -> None:
         pairs = instruction.args
