@@ -226,11 +226,5 @@ def _print_table(report, unsafe: bool) -> None:
     console.print(f"valid: {report.valid}  invalid: {report.invalid}")
 
 
-def _cache_dir() -> Path:
-    from sandbox import SandboxOptions
-
-    return SandboxOptions().cache_dir
-
-
 if __name__ == "__main__":
     app()

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sandbox.leaf_tools import RUNNER_VERSION, TOOL_RUNNER_PATH
+from sandbox.leaf_tools import TOOL_RUNNER_PATH
 from sandbox.limits import AppliedLimits, Limits, apply_limits
 
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
@@ -314,7 +314,3 @@ def _tool_deadline(name: str, arguments: str | dict[str, Any]) -> float:
         except (ValueError, TypeError, AttributeError):
             pass
     return max(timeout, 1.0) + TOOL_GRACE_SEC
-
-
-def runner_version() -> str:
-    return RUNNER_VERSION
