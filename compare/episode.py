@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from adapters.base import Adapter, AdapterError, CallAttempt, ToolCall, Turn, Usage, utcnow
 from compare.misconfig import detect_parser_misconfiguration
 from compare.spec import Budgets
-from sandbox import LEAF_TOOLS, LocalSandbox, SandboxError
+from sandbox import LEAF_TOOLS, LocalSandbox, SandboxError, bash_arguments
 
 # Our own words for Leaf's short prompt: an engineering agent in a checked-out repository, tools, brief answer.
 SYSTEM_PROMPT = (
@@ -177,22 +177,11 @@ def _assistant_message(turn: Turn) -> dict[str, Any]:
 
 def _within_budget(call: ToolCall, remaining: float) -> str | dict[str, Any]:
     """A Bash command may not outlive the episode's time budget: its timeout is capped to what remains."""
-    if call.name != "Bash":
-        return call.arguments
-    try:
-        arguments = json.loads(call.arguments)
-    except (ValueError, TypeError):
-        return call.arguments
-    if not isinstance(arguments, dict):
-        return call.arguments
-    try:
-        asked = float(arguments.get("timeout") or 120)
-        asked = asked / 1000 if asked > 1000 else asked
-    except (TypeError, ValueError):
-        return call.arguments  # the tool itself answers a bad timeout with Leaf's error
-    if asked <= remaining:
-        return call.arguments
-    return {**arguments, "timeout": max(0.1, round(remaining, 1))}
+    bash = bash_arguments(call.arguments) if call.name == "Bash" else None
+    if bash is None or bash[1] <= remaining:
+        return call.arguments  # within budget, or unusable: the tool itself answers with Leaf's error
+    capped = {k: v for k, v in bash[0].items() if k != "timeout_ms"}  # timeout_ms would take precedence
+    return {**capped, "timeout": max(0.1, round(remaining, 1))}
 
 
 def _adapter_exit(error: AdapterError) -> str:

@@ -4,7 +4,7 @@ from sandbox.environment import (BuildError, BuiltEnvironment, OpenedSandbox, Sa
                                  open_sandbox)
 from sandbox.grading import GradeResult, capture_patch, grade, run_oracle
 from sandbox.harbor import TaskFormatError, load_harbor_task
-from sandbox.leaf_tools import LEAF_TOOL_NAMES, LEAF_TOOLS
+from sandbox.leaf_tools import LEAF_TOOL_NAMES, LEAF_TOOLS, bash_arguments
 from sandbox.local import ExecResult, LocalSandbox, SandboxError, SandboxOptions, require_isolation
 from sandbox.suites import BUILTIN_SUITE, SuiteError, load_suite
 from sandbox.tasks import Suite, Task, TaskLoadError
@@ -12,6 +12,7 @@ from sandbox.tasks import Suite, Task, TaskLoadError
 __all__ = [
     "BUILTIN_SUITE", "BuildError", "BuiltEnvironment", "ExecResult", "GradeResult", "LEAF_TOOLS",
     "LEAF_TOOL_NAMES", "LocalSandbox", "OpenedSandbox", "SandboxError", "SandboxOptions", "SandboxSpec",
-    "Suite", "SuiteError", "Task", "TaskFormatError", "TaskLoadError", "build_environment", "capture_patch",
+    "Suite", "SuiteError", "Task", "TaskFormatError", "TaskLoadError", "bash_arguments", "build_environment",
+    "capture_patch",
     "grade", "load_harbor_task", "load_suite", "open_sandbox", "require_isolation", "run_oracle",
 ]

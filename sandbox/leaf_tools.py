@@ -5,6 +5,7 @@ Names, parameters, types and required lists are exactly Leaf's: FrogNano was tra
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from . import tool_runner
@@ -12,6 +13,16 @@ from . import tool_runner
 LEAF_TOOL_NAMES = ("Read", "Write", "Edit", "Glob", "Bash")
 TOOL_RUNNER_PATH = Path(tool_runner.__file__).resolve()
 RUNNER_VERSION = tool_runner.RUNNER_VERSION
+
+
+def bash_arguments(arguments: str | dict) -> tuple[dict, float] | None:
+    """A Bash call's arguments and its timeout in seconds, by the runner's own rule (`tool_runner.bash_timeout`);
+    None when they are not usable (the runner then answers with Leaf's error observation)."""
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+        return (parsed, tool_runner.bash_timeout(parsed)) if isinstance(parsed, dict) else None
+    except ValueError:
+        return None
 
 
 def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:

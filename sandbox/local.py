@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sandbox.leaf_tools import TOOL_RUNNER_PATH
+from sandbox.leaf_tools import TOOL_RUNNER_PATH, bash_arguments
 from sandbox.limits import AppliedLimits, Limits, apply_limits
 
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
@@ -305,12 +305,6 @@ def _runner_env(env: dict[str, str]) -> dict[str, str]:
 
 def _tool_deadline(name: str, arguments: str | dict[str, Any]) -> float:
     """How long the host waits for a tool before declaring the sandbox dead: the tool's own timeout plus grace."""
-    timeout = 120.0
-    if name == "Bash":
-        try:
-            args = json.loads(arguments) if isinstance(arguments, str) else arguments
-            value = float(args.get("timeout") or 120)
-            timeout = value / 1000 if value > 1000 else value
-        except (ValueError, TypeError, AttributeError):
-            pass
+    bash = bash_arguments(arguments) if name == "Bash" else None
+    timeout = bash[1] if bash else 120.0
     return max(timeout, 1.0) + TOOL_GRACE_SEC

@@ -128,7 +128,7 @@ def tool_glob(args: Dict[str, Any], workdir: Path) -> str:
 
 def tool_bash(args: Dict[str, Any], workdir: Path) -> str:
     command = _required_text(args, "command")
-    timeout = _bash_timeout(args)
+    timeout = bash_timeout(args)
     result = run_command(["/bin/bash", "-lc", command], timeout, str(workdir))
     status = "Timed out after {:.1f}s".format(timeout) if result.timed_out else "Exit code: {}".format(result.exit_code)
     text = "{}\nSTDOUT:\n{}\nSTDERR:\n{}".format(status, _shell_text(result.stdout), _shell_text(result.stderr))
@@ -323,7 +323,7 @@ def _truthy(value: Any) -> bool:
     return str(value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _bash_timeout(args: Dict[str, Any]) -> float:
+def bash_timeout(args: Dict[str, Any]) -> float:
     """Seconds; Leaf reads a `timeout` above 1000 as milliseconds and also accepts `timeout_ms`."""
     try:
         if args.get("timeout_ms") is not None:

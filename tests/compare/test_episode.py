@@ -133,8 +133,9 @@ def test_time_budget_holds_during_a_slow_model_call(make_task, sandbox_options):
     assert [attempt.status for _, attempt in recorder.calls] == ["cancelled"]
 
 
-def test_time_budget_holds_during_a_slow_command(make_task, sandbox_options):
-    script = {"turns": [{"tool_calls": [tool("Bash", command="sleep 60", timeout=600)]}, {"content": "late"}]}
+@pytest.mark.parametrize("timeout", [{"timeout": 600}, {"timeout_ms": 600000}])
+def test_time_budget_holds_during_a_slow_command(make_task, sandbox_options, timeout):
+    script = {"turns": [{"tool_calls": [tool("Bash", command="sleep 60", **timeout)]}, {"content": "late"}]}
     result, recorder, _, _ = play(script, make_task(), sandbox_options, Budgets(time_budget_sec=2))
     assert result.exit_reason == "max_time"
     assert recorder.tools[0][3].startswith("Timed out after")
