@@ -54,6 +54,8 @@ class CallAttempt(BaseModel):
     router_cost_detail: dict[str, Any] | None = None  # its parts (input/output/reasoning, margin) when given
     router_retries: int | None = None  # retries and fallbacks the router made behind this one request
     router_fallbacks: int | None = None
+    router_model: str | None = None  # the model name (group) the router says answered: a fallback's differs
+    router_deployment: str | None = None  # the router's id of the deployment that answered
 
 
 class Turn(BaseModel):

@@ -310,6 +310,8 @@ def _record_router_facts(attempt: CallAttempt, headers: dict[str, str], usage: d
     attempt.router_cost_detail = detail or None
     attempt.router_retries = _count(headers.get("x-litellm-attempted-retries"))
     attempt.router_fallbacks = _count(headers.get("x-litellm-attempted-fallbacks"))
+    attempt.router_model = headers.get("x-litellm-model-group") or None
+    attempt.router_deployment = headers.get("x-litellm-model-id") or None
 
 
 def _number(value: Any) -> float | None:

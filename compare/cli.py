@@ -147,15 +147,36 @@ def _print_run_summary(summary) -> None:
 def demo(
     resume: Annotated[str | None, typer.Option("--resume", metavar="RUN_ID",
                                                help="finish an interrupted demo run")] = None,
+    with_router: Annotated[bool, typer.Option(
+        "--with-router", help="add the arm router-smol: a real router on this machine (litellm's proxy in front "
+                              "of a local model, priced at gpt-5-mini's list prices), its reported cost reconciled "
+                              "with ours")] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The embedded default: the built-in suite with the oracle, a real local CPU model, and a hosted arm when
     ROUTER_API_KEY is set; prints the summary and where the ledger is."""
-    from compare.demo import demo_spec
+    from contextlib import nullcontext
 
-    spec, skipped = demo_spec()
-    summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun="leafcost demo", skip_arms=skipped)
+    from adapters.litellm_proxy import ProxyError
+    from adapters.local_server import LocalModelError
+    from compare.demo import demo_spec, local_router
+
+    try:
+        spec, skipped = demo_spec(with_router=with_router)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    router = nullcontext()
+    if with_router:
+        if not as_json:
+            typer.echo("starting a local model server and litellm's proxy in front of it (~15 s)...", err=True)
+        router = local_router()
+    try:
+        with router:
+            summary = _run_spec(spec, db, resume=resume, as_json=as_json,
+                                rerun="leafcost demo" + (" --with-router" if with_router else ""), skip_arms=skipped)
+    except (ProxyError, LocalModelError) as exc:  # the router did not start: nothing ran yet
+        fail(f"the local router for --with-router did not start: {exc}", 2)
     raise typer.Exit(0 if summary.status == "finished" else 1)
 
 

@@ -274,6 +274,7 @@ class Ledger:
                "latency_sec": attempt.latency_sec, "ttft_sec": attempt.ttft_sec,
                "router_cost_usd": attempt.router_cost_usd, "router_cost_detail": _json(attempt.router_cost_detail),
                "router_retries": attempt.router_retries, "router_fallbacks": attempt.router_fallbacks,
+               "router_model": attempt.router_model, "router_deployment": attempt.router_deployment,
                "cost_usd": cost_usd, "price_source": price_source, "price_revision": price_revision,
                "request_id": attempt.request_id}
         return await self._write("record_call", lambda batch: batch.append("model_calls", row))
@@ -727,7 +728,16 @@ def _comments_sql(comments: Mapping[str, str]) -> str:
 
 # Ordered schema steps; opening a file applies those it lacks. A released step is never edited: a change is a
 # new step appended at the end.
-MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS)]
+_ROUTER_MODEL_COLUMNS = """
+ALTER TABLE model_calls ADD COLUMN router_model VARCHAR;
+ALTER TABLE model_calls ADD COLUMN router_deployment VARCHAR;
+""" + _comments_sql({
+    "model_calls.router_model": "The model name the router says answered (x-litellm-model-group); a fallback's "
+                                "differs from the arm's model and is priced at its own prices.",
+    "model_calls.router_deployment": "The router's id of the deployment that answered (x-litellm-model-id).",
+    "model_calls.router_fallbacks": "Fallbacks the router made behind this one request (its own header).",
+})
+MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS), _ROUTER_MODEL_COLUMNS]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _TOKEN_SETS = ", ".join(f"{c} = c.{c}" for c in ("prompt_tokens", "cached_tokens", "completion_tokens",

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pydantic import BaseModel
 
 from adapters.base import Usage
-from compare.spec import Prices
+from compare.spec import Prices, RouterArm
 
 PER_MILLION = 1_000_000
 
@@ -20,9 +20,21 @@ class CallPrice(BaseModel):
     price_revision: str | None = None
 
 
-def price_call(usage: Usage, prices: Prices | None, model: str) -> CallPrice:
+def price_arm_call(usage: Usage, arm: RouterArm, router_model: str | None) -> CallPrice:
+    """A hosted arm's call at the prices of the model that answered: the arm's own, or, when the router says a
+    fallback answered, that model's (the arm's fallback_prices, else litellm's map, else unpriced)."""
+    if not router_model or router_model == arm.model:
+        return price_call(usage, arm.prices, arm.model)
+    sheet = arm.fallback_prices.get(router_model)
+    revision = f"arm sheet: fallback_prices.{router_model}" if sheet is not None else None
+    return price_call(usage, sheet, router_model, revision=revision)
+
+
+def price_call(usage: Usage, prices: Prices | None, model: str, *,
+               revision: str | None = None) -> CallPrice:
     if prices is not None:
-        return CallPrice(cost_usd=explicit_cost(usage, prices), price_source="explicit", price_revision="arm sheet")
+        return CallPrice(cost_usd=explicit_cost(usage, prices), price_source="explicit",
+                         price_revision=revision or "arm sheet")
     sheet = litellm_prices(model)
     if sheet is None:
         return CallPrice(cost_usd=None, price_source="unpriced", price_revision=litellm_revision())

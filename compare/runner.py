@@ -21,7 +21,7 @@ from adapters.base import Adapter, AdapterError, ArmStart, CallAttempt, ToolCall
 from compare.arms import build_adapter
 from compare.episode import EpisodeResult, run_episode
 from compare.ledger import Ledger, new_run_id
-from compare.pricing import litellm_prices, litellm_revision, price_call
+from compare.pricing import litellm_prices, litellm_revision, price_arm_call
 from compare.reconcile import Reconciliation, reconcile
 from compare.spec import OracleArm, RouterArm, RunSpec
 from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, capture_patch, grade, load_suite,
@@ -387,7 +387,7 @@ class _LedgerRecorder:
     async def model_call(self, step: int, attempt: CallAttempt) -> None:
         cost = price_source = revision = None
         if isinstance(self.spec, RouterArm):
-            price = price_call(attempt.usage, self.spec.prices, attempt.model or self.spec.model)
+            price = price_arm_call(attempt.usage, self.spec, attempt.router_model)
             cost, price_source, revision = price.cost_usd, price.price_source, price.price_revision
             self.spend_usd += cost or 0.0
         else:

@@ -86,6 +86,9 @@ class RouterArm(_Arm):
     model: str
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
     prices: Prices | None = Field(None, description="explicit prices; otherwise litellm's pinned price map")
+    fallback_prices: dict[str, Prices] = Field(
+        default_factory=dict, description="prices of the models the router may fall back to, by the model name "
+        "it reports (x-litellm-model-group); a fallback not listed is priced from litellm's map, else unpriced")
     allow_unpriced: bool = False
 
 

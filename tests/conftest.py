@@ -65,62 +65,32 @@ def task_dir(task) -> Path:
     return Path(task.path)
 
 
-LITELLM_MASTER_KEY = "sk-leafcost-proxy-master"
-
-
 @pytest.fixture(scope="session")
-def litellm_proxy(tmp_path_factory):
-    """Starts litellm's real proxy server (`litellm --config`) in front of an OpenAI-compatible backend:
-    `start(backend_url, prices_per_token) -> base_url`, model name `hosted-gpt`, master key
-    LITELLM_MASTER_KEY, the pinned local price map. Every proxy started is killed at the end of the session."""
-    import os
-    import shutil
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    import yaml
+def litellm_proxy():
+    """Starts litellm's real proxy server (`litellm --config`) in front of an OpenAI-compatible backend, model
+    name `hosted-gpt` at the given prices (USD per token); with `fallback=(url, input_cost, output_cost)` a second
+    model `hosted-gpt-backup` takes over when the first fails. Returns the running LitellmProxy (base_url,
+    master_key). Every proxy started is stopped at the end of the session."""
+    from adapters.litellm_proxy import Deployment, LitellmProxy
 
     started = []
 
-    def start(backend_url: str, *, input_cost: float, output_cost: float, cache_read_cost: float | None = None) -> str:
-        folder = tmp_path_factory.mktemp("litellm-proxy")
-        model_info = {"id": "hosted-gpt-primary", "input_cost_per_token": input_cost,
-                      "output_cost_per_token": output_cost}
-        if cache_read_cost is not None:
-            model_info["cache_read_input_token_cost"] = cache_read_cost
-        config = {"model_list": [{"model_name": "hosted-gpt", "model_info": model_info,
-                                  "litellm_params": {"model": "openai/frognano-4b", "api_base": backend_url,
-                                                     "api_key": "unused-by-the-backend"}}],
-                  "general_settings": {"master_key": LITELLM_MASTER_KEY}}
-        (folder / "config.yaml").write_text(yaml.safe_dump(config))
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        log = open(folder / "proxy.log", "wb")
-        litellm = shutil.which("litellm", path=str(Path(sys.executable).parent))
-        process = subprocess.Popen([litellm, "--config", str(folder / "config.yaml"), "--host", "127.0.0.1",
-                                    "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
-        started.append((process, log))
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, (folder / "proxy.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the litellm proxy did not start within 120 s"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health/liveliness", timeout=2) as answer:
-                    if answer.status == 200:
-                        return f"http://127.0.0.1:{port}/v1"
-            except OSError:
-                time.sleep(0.3)
+    def start(backend_url: str, *, input_cost: float, output_cost: float, cache_read_cost: float | None = None,
+              fallback: tuple[str, float, float] | None = None) -> LitellmProxy:
+        deployments = [Deployment(model_name="hosted-gpt", backend_url=backend_url, deployment_id="hosted-gpt-primary",
+                                  input_cost_per_token=input_cost, output_cost_per_token=output_cost,
+                                  cache_read_input_token_cost=cache_read_cost)]
+        fallbacks = None
+        if fallback is not None:
+            url, fallback_input, fallback_output = fallback
+            deployments.append(Deployment(model_name="hosted-gpt-backup", backend_url=url,
+                                          deployment_id="hosted-gpt-backup-1", input_cost_per_token=fallback_input,
+                                          output_cost_per_token=fallback_output))
+            fallbacks = {"hosted-gpt": ["hosted-gpt-backup"]}
+        proxy = LitellmProxy(deployments, fallbacks=fallbacks)
+        started.append(proxy)
+        return proxy.start()
 
     yield start
-    for process, log in started:
-        try:
-            os.killpg(process.pid, 9)
-        except ProcessLookupError:
-            pass
-        process.wait()
-        log.close()
+    for proxy in started:
+        proxy.stop()

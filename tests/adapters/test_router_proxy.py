@@ -14,8 +14,6 @@ from adapters.scripted_server import ScriptedServer
 from compare.pricing import explicit_cost
 from compare.spec import Prices
 
-from conftest import LITELLM_MASTER_KEY as MASTER_KEY
-
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 500, "cached_tokens": 200, "reasoning_tokens": 40}
 
 
@@ -28,10 +26,10 @@ def proxy(litellm_proxy):
 
 
 def test_tokens_and_the_routers_own_cost_come_through_the_real_proxy(proxy, monkeypatch):
-    monkeypatch.setenv("LEAFCOST_TEST_ROUTER_KEY", MASTER_KEY)
+    monkeypatch.setenv("LEAFCOST_TEST_ROUTER_KEY", proxy.master_key)
 
     async def scenario():
-        adapter = RouterAdapter(model="hosted-gpt", base_url=proxy, api_key_env="LEAFCOST_TEST_ROUTER_KEY",
+        adapter = RouterAdapter(model="hosted-gpt", base_url=proxy.base_url, api_key_env="LEAFCOST_TEST_ROUTER_KEY",
                                 sampling={"temperature": 0.6}, request_timeout_sec=60, max_retries=0)
         start = await adapter.start()
         turn = await adapter.chat([{"role": "user", "content": "fix the bug"}], [])
@@ -47,14 +45,14 @@ def test_tokens_and_the_routers_own_cost_come_through_the_real_proxy(proxy, monk
     ours = explicit_cost(Usage(prompt_tokens=1000, completion_tokens=500, cached_tokens=200),
                          Prices(input=1.25, output=10.0, cached_input=0.125))
     assert attempt.router_cost_usd == pytest.approx(ours, rel=1e-9)  # same prices, same number
-    assert MASTER_KEY not in start.model_dump_json() + turn.model_dump_json()
+    assert proxy.master_key not in start.model_dump_json() + turn.model_dump_json()
 
 
 def test_a_wrong_key_is_refused_before_any_episode(proxy, monkeypatch):
     monkeypatch.setenv("LEAFCOST_TEST_ROUTER_KEY", "sk-not-the-master-key")
 
     async def scenario():
-        adapter = RouterAdapter(model="hosted-gpt", base_url=proxy, api_key_env="LEAFCOST_TEST_ROUTER_KEY",
+        adapter = RouterAdapter(model="hosted-gpt", base_url=proxy.base_url, api_key_env="LEAFCOST_TEST_ROUTER_KEY",
                                 sampling={}, request_timeout_sec=30, max_retries=0)
         await adapter.start()
 

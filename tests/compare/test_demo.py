@@ -1,4 +1,5 @@
-"""`leafcost demo` as `make demo` runs it: the real local model server, real sandboxes, a real ledger."""
+"""`leafcost demo --with-router` (`make demo` without the router arm): the real local model server, real
+sandboxes, a real ledger, and litellm's real proxy server in front of a second local model server."""
 
 from __future__ import annotations
 
@@ -10,16 +11,20 @@ from pathlib import Path
 
 import duckdb
 
+from adapters.litellm_proxy import free_port
+
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 
 
-def test_demo_runs_oracle_and_local_model_and_names_the_missing_router_key(tmp_path):
+def test_demo_runs_oracle_local_model_and_a_real_router_and_names_the_missing_router_key(tmp_path):
     environment = {k: v for k, v in os.environ.items() if k != "ROUTER_API_KEY"}
+    environment["LEAFCOST_DEMO_ROUTER_PORT"] = str(free_port())
     db = tmp_path / "demo.duckdb"
-    result = subprocess.run([str(LEAFCOST), "demo", "--json", "--db", str(db)], capture_output=True, text=True,
-                            env=environment, timeout=1500, cwd=tmp_path)
+    result = subprocess.run([str(LEAFCOST), "demo", "--with-router", "--json", "--db", str(db)],
+                            capture_output=True, text=True, env=environment, timeout=1500, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
-    arms = {arm["arm"]: arm for arm in json.loads(result.stdout)["arms"]}
+    summary = json.loads(result.stdout)
+    arms = {arm["arm"]: arm for arm in summary["arms"]}
     assert (arms["oracle"]["done"], arms["oracle"]["resolved"]) == (12, 12)
     assert arms["local-smol"]["done"] == 12 and arms["local-smol"]["errors"] == 0
     assert arms["hosted"]["status"] == "skipped" and "ROUTER_API_KEY" in arms["hosted"]["status_reason"]
@@ -33,3 +38,21 @@ def test_demo_runs_oracle_and_local_model_and_names_the_missing_router_key(tmp_p
     assert calls[1] > 0 and calls[2] > 0 and calls[3] > 0  # the server's prompt, cached and output tokens
     assert lease == [("cpu", 0.10, True)]
     assert config["request_policy"]["forced_turns"] == 1 and "launch_command" in config["server"]
+
+    # The router arm: every answered call priced by us and by the router, at the same list prices.
+    assert arms["router-smol"]["done"] == 12 and arms["router-smol"]["errors"] == 0
+    with duckdb.connect(str(db), read_only=True) as ledger:
+        answered, priced, router_priced, spend = ledger.execute(
+            "select count(*), count(cost_usd), count(router_cost_usd), sum(cost_usd) from model_calls "
+            "where arm = 'router-smol' and status = 'ok'").fetchone()
+        router_config = json.loads(ledger.execute("select config from arms where arm = 'router-smol'").fetchone()[0])
+        dumps = [str(ledger.execute(f"select * from {table}").fetchall()) for (table,) in
+                 ledger.execute("select table_name from duckdb_tables()").fetchall()]
+    reconciliation, = summary["reconciliation"]
+    assert reconciliation["arm"] == "router-smol" and answered >= 12 and priced == router_priced == answered
+    assert reconciliation["calls_compared"] == answered and reconciliation["max_relative_difference"] < 1e-9
+    assert not reconciliation["flagged"] and spend > 0
+    assert router_config["api_key_env"] == "LEAFCOST_DEMO_ROUTER_KEY"
+    # The proxy's master key (always sk-leafcost-...) appears in no table, trajectory or output.
+    trajectories = "".join(p.read_text() for p in Path(summary["trajectories"]).rglob("*.json"))
+    assert not any("sk-leafcost-" in text for text in [*dumps, trajectories, result.stdout, result.stderr])

@@ -194,14 +194,12 @@ def test_missing_router_key_is_named_before_any_episode(suite, tmp_path, monkeyp
 
 def test_router_reported_costs_reconcile_with_ours_through_the_real_proxy(suite, tmp_path, litellm_proxy,
                                                                            monkeypatch):
-    from conftest import LITELLM_MASTER_KEY
-
-    monkeypatch.setenv("LEAFCOST_TEST_PROXY_KEY", LITELLM_MASTER_KEY)
     with ScriptedServer(SOLVE) as backend:
         proxy = litellm_proxy(backend.base_url, input_cost=1.25e-6, output_cost=10e-6, cache_read_cost=0.125e-6)
+        monkeypatch.setenv("LEAFCOST_TEST_PROXY_KEY", proxy.master_key)
 
         def hosted(prices):
-            return {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": proxy,
+            return {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": proxy.base_url,
                     "api_key_env": "LEAFCOST_TEST_PROXY_KEY", "max_retries": 0, "prices": prices}
 
         same = run(spec_for(suite, "x", seeds=1, arms=[hosted({"input": 1.25, "output": 10.0,
@@ -220,13 +218,61 @@ def test_router_reported_costs_reconcile_with_ours_through_the_real_proxy(suite,
     assert all(c["price_source"] == "explicit" and c["router_cost_detail"] for c in calls)
 
 
+def test_a_fallback_deployment_is_recorded_and_priced_at_its_own_prices_and_the_key_leaks_nowhere(
+        suite, tmp_path, litellm_proxy, monkeypatch, capfd):
+    # The primary deployment is dead; the proxy falls back to `hosted-gpt-backup`, which costs 3x as much.
+    peek = {"turns": [{"tool_calls": [{"name": "Bash", "arguments": {"command": "env; cat /proc/self/environ"}},
+                                      *SOLVE["turns"][0]["tool_calls"]], "usage": SOLVE["turns"][0]["usage"]},
+                      SOLVE["turns"][1]]}
+    with ScriptedServer(peek) as backend:
+        proxy = litellm_proxy("http://127.0.0.1:9/v1", input_cost=1e-6, output_cost=10e-6,
+                              fallback=(backend.base_url, 3e-6, 30e-6))
+        monkeypatch.setenv("LEAFCOST_TEST_PROXY_KEY", proxy.master_key)
+        arm = {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": proxy.base_url,
+               "api_key_env": "LEAFCOST_TEST_PROXY_KEY", "max_retries": 0, "prices": {"input": 1.0, "output": 10.0},
+               "fallback_prices": {"hosted-gpt-backup": {"input": 3.0, "output": 30.0}}}
+        unlisted = {**arm, "name": "unlisted", "fallback_prices": {}}
+        summary = run(spec_for(suite, "x", seeds=1, arms=[arm, unlisted]), tmp_path / "fb.duckdb")
+    assert [a.resolved for a in summary.arms] == [3, 3]
+    calls = rows(tmp_path / "fb.duckdb", "select arm, status, router_fallbacks, router_model, router_deployment, "
+                                         "cost_usd, router_cost_usd, price_source, price_revision from model_calls")
+    assert len(calls) == 12 and all(c["status"] == "ok" and c["router_fallbacks"] == 1 for c in calls)
+    assert {(c["router_model"], c["router_deployment"]) for c in calls} == {("hosted-gpt-backup",
+                                                                              "hosted-gpt-backup-1")}
+    listed = [c for c in calls if c["arm"] == "hosted"]
+    assert all(c["price_revision"] == "arm sheet: fallback_prices.hosted-gpt-backup" for c in listed)
+    # each turn's tokens at the backup's $3/$30 per 1M, not the primary's $1/$10 (no cached rate: input rate)
+    assert sorted({round(c["cost_usd"], 12) for c in listed}) == [(380 * 3.0 + 6 * 30.0) / 1e6,
+                                                                  (300 * 3.0 + 40 * 30.0) / 1e6]
+    hosted, unlisted_rec = summary.reconciliation
+    assert hosted.calls_compared == 6 and hosted.max_relative_difference < 1e-9 and not hosted.flagged
+    # A fallback with no price of ours is unpriced (litellm's map does not know it): no number, not a wrong one.
+    assert all(c["cost_usd"] is None and c["price_source"] == "unpriced" for c in calls if c["arm"] == "unlisted")
+    assert unlisted_rec.calls_compared == 0
+    # The master key was in this process's environment: it reached neither the sandbox (the model ran `env`
+    # there), nor the ledger, nor the trajectories, nor anything printed.
+    key = proxy.master_key
+    ledger = Ledger.open(tmp_path / "fb.duckdb")
+    try:
+        tables = [t["table_name"] for t in ledger.query("select table_name from duckdb_tables()")]
+        for table in tables:
+            assert key not in str(ledger.query(f"select * from {table}")), table
+    finally:
+        ledger.close()
+    trajectories = list(Path(summary.trajectories).rglob("*.json"))
+    assert len(trajectories) == 6
+    texts = [t.read_text() for t in trajectories]
+    assert all("LEAFCOST_TEST_PROXY_KEY" not in t and key not in t for t in texts)
+    assert any("PATH=" in t for t in texts)  # the model did see the sandbox's environment
+    printed = capfd.readouterr()
+    assert key not in printed.out + printed.err
+
+
 def test_dead_backend_behind_the_proxy_is_an_infrastructure_error_with_every_attempt_kept(
         suite, tmp_path, litellm_proxy, monkeypatch):
-    from conftest import LITELLM_MASTER_KEY
-
-    monkeypatch.setenv("LEAFCOST_TEST_PROXY_KEY", LITELLM_MASTER_KEY)
     proxy = litellm_proxy("http://127.0.0.1:9/v1", input_cost=1e-6, output_cost=1e-5)  # nothing listens there
-    arm = {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": proxy,
+    monkeypatch.setenv("LEAFCOST_TEST_PROXY_KEY", proxy.master_key)
+    arm = {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": proxy.base_url,
            "api_key_env": "LEAFCOST_TEST_PROXY_KEY", "max_retries": 1, "request_timeout_sec": 60,
            "prices": {"input": 1.0, "output": 10.0}}
     summary = run(spec_for(suite, "x", seeds=1, tasks=["calc-a"], arms=[arm]), tmp_path / "dead.duckdb")
