@@ -19,6 +19,7 @@ class Usage(BaseModel):
 
     prompt_tokens: int = 0  # all input, cached included
     cached_tokens: int = 0  # the part of prompt_tokens served from the prefix cache
+    cache_write_tokens: int = 0  # the part of prompt_tokens written to a provider's prompt cache (billed apart)
     completion_tokens: int = 0  # all output, reasoning included
     reasoning_tokens: int = 0  # the part of completion_tokens spent thinking
     total_tokens: int = 0

@@ -179,13 +179,15 @@ def parse_completion(data: dict[str, Any], requested_model: str) -> Turn:
 
 
 def parse_usage(usage: dict[str, Any]) -> Usage:
-    """Reads both SGLang's top-level `reasoning_tokens` and OpenAI's `completion_tokens_details`."""
+    """Reads both SGLang's top-level `reasoning_tokens` and OpenAI's `completion_tokens_details`; cache writes
+    as OpenRouter (`prompt_tokens_details.cache_write_tokens`) or litellm (`cache_creation_input_tokens`) say."""
     prompt_details = usage.get("prompt_tokens_details") or {}
     completion_details = usage.get("completion_tokens_details") or {}
     prompt = int(usage.get("prompt_tokens") or 0)
     completion = int(usage.get("completion_tokens") or 0)
+    cache_write = prompt_details.get("cache_write_tokens") or usage.get("cache_creation_input_tokens") or 0
     return Usage(prompt_tokens=prompt, completion_tokens=completion,
-                 cached_tokens=int(prompt_details.get("cached_tokens") or 0),
+                 cached_tokens=int(prompt_details.get("cached_tokens") or 0), cache_write_tokens=int(cache_write),
                  reasoning_tokens=int(usage.get("reasoning_tokens") or completion_details.get("reasoning_tokens") or 0),
                  total_tokens=int(usage.get("total_tokens") or prompt + completion))
 

@@ -177,6 +177,10 @@ def demo(
                                 rerun="leafcost demo" + (" --with-router" if with_router else ""), skip_arms=skipped)
     except (ProxyError, LocalModelError) as exc:  # the router did not start: nothing ran yet
         fail(f"the local router for --with-router did not start: {exc}", 2)
+    if not as_json:
+        from compare.cli_results import print_run_figures
+
+        print_run_figures(summary.db, summary.run_id)
     raise typer.Exit(0 if summary.status == "finished" else 1)
 
 
@@ -249,3 +253,14 @@ def _print_table(report, unsafe: bool) -> None:
 
 if __name__ == "__main__":
     app()
+
+
+def _register_results_commands() -> None:
+    """The figures of a run live in their own module (cli_results); they are commands of this app."""
+    from compare import cli_results
+
+    for command in (cli_results.summary, cli_results.compare, cli_results.reprice, cli_results.breakeven):
+        app.command(command.__name__)(command)
+
+
+_register_results_commands()

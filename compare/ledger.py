@@ -51,6 +51,10 @@ class LedgerBusy(LedgerError):
         self.pid = pid
 
 
+class LedgerOutdated(LedgerError):
+    """The file's schema is older than this leafcost's: opening it once for writing upgrades it."""
+
+
 class SecretInLedger(LedgerError):
     """A value about to be recorded looks like a credential. The ledger never stores secrets."""
 
@@ -269,6 +273,7 @@ class Ledger:
                "model": attempt.model, "status": attempt.status, "http_status": attempt.http_status,
                "error": attempt.error, "finish_reason": attempt.finish_reason,
                "prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
+               "cache_write_tokens": usage.cache_write_tokens,
                "completion_tokens": usage.completion_tokens, "reasoning_tokens": usage.reasoning_tokens,
                "total_tokens": usage.total_tokens, "started_at": _utc(attempt.started_at),
                "latency_sec": attempt.latency_sec, "ttft_sec": attempt.ttft_sec,
@@ -359,6 +364,15 @@ class Ledger:
             rows = batch.execute(_INTERRUPT_SQL, [run_id]).fetchall()
             return len(rows)
         return await self._write("interrupt_running", apply)
+
+    async def save_scenario(self, run_id: str, name: str, sheet: Mapping[str, Any], summary: Mapping[str, Any]
+                            ) -> None:
+        """Stores (or replaces) a named what-if repricing of a run; the run's own rows are not touched."""
+        check_no_secrets(dict(sheet), f"scenario {name!r} sheet")
+        row = [run_id, name, utcnow(), _json(dict(sheet)), json.dumps(summary, default=str)]
+        await self._write("save_scenario", lambda batch: batch.execute(
+            "INSERT OR REPLACE INTO scenarios (run_id, name, created_at, sheet, summary) VALUES (?, ?, ?, ?, ?)",
+            row))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await asyncio.to_thread(self.query, "SELECT * FROM runs WHERE run_id = ?", [run_id])
@@ -737,7 +751,27 @@ ALTER TABLE model_calls ADD COLUMN router_deployment VARCHAR;
     "model_calls.router_deployment": "The router's id of the deployment that answered (x-litellm-model-id).",
     "model_calls.router_fallbacks": "Fallbacks the router made behind this one request (its own header).",
 })
-MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS), _ROUTER_MODEL_COLUMNS]
+_CACHE_WRITE_COLUMN = """
+ALTER TABLE model_calls ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0;
+""" + _comments_sql({"model_calls.cache_write_tokens": "The part of prompt_tokens written to the provider's "
+                                                       "prompt cache (billed at the cache_write rate)."})
+_SCENARIOS_TABLE = """
+CREATE TABLE scenarios (
+    run_id VARCHAR NOT NULL,
+    name VARCHAR NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    sheet JSON NOT NULL,
+    summary JSON NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+""" + _comments_sql({
+    "scenarios": "What-if repricings of a finished run (leafcost reprice): other prices over the same recorded "
+                 "facts, which stay untouched.",
+    "scenarios.sheet": "JSON: the price sheet applied.",
+    "scenarios.summary": "JSON: the leafcost summary document under that sheet.",
+})
+MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS), _ROUTER_MODEL_COLUMNS, _CACHE_WRITE_COLUMN,
+                         _SCENARIOS_TABLE]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _TOKEN_SETS = ", ".join(f"{c} = c.{c}" for c in ("prompt_tokens", "cached_tokens", "completion_tokens",
@@ -1012,7 +1046,7 @@ def _version_error(path: Path, version: int, *, read_only: bool, known: int | No
         return LedgerError(f"{path}: written by a newer leafcost (ledger schema version {version}; this leafcost "
                            f"{_leafcost_version()} knows up to {known}). Upgrade leafcost to use this file")
     assert read_only
-    return LedgerError(f"{path}: ledger schema version {version} is older than this leafcost's ({known}); open it "
+    return LedgerOutdated(f"{path}: ledger schema version {version} is older than this leafcost's ({known}); open it "
                        "once for writing (any `leafcost run`, or compare.ledger.Ledger.open) to upgrade it")
 
 

@@ -4,12 +4,16 @@ with cached input and reasoning priced as the provider prices them. Every figure
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 from pydantic import BaseModel
 
 from adapters.base import Usage
-from compare.spec import Prices, RouterArm
+from compare.spec import Prices, PriceTier, RouterArm
 
 PER_MILLION = 1_000_000
 
@@ -38,25 +42,89 @@ def price_call(usage: Usage, prices: Prices | None, model: str, *,
     sheet = litellm_prices(model)
     if sheet is None:
         return CallPrice(cost_usd=None, price_source="unpriced", price_revision=litellm_revision())
+    threshold = unmodelled_tier_threshold(model)
+    if threshold is not None and usage.prompt_tokens > threshold:
+        # Prices holds only the 200k tier; a prompt past another tier's threshold has no right number here.
+        return CallPrice(cost_usd=None, price_source="unpriced",
+                         price_revision=f"{litellm_revision()} (tier above {threshold} tokens not modelled)")
     return CallPrice(cost_usd=explicit_cost(usage, sheet), price_source="litellm", price_revision=litellm_revision())
 
 
 def explicit_cost(usage: Usage, prices: Prices) -> float:
-    """Uncached input at the input rate, cached input at the cached rate (the input rate when none is listed,
-    as litellm 1.110 charges), output at the output rate with reasoning at its own rate when one is listed."""
-    cached = min(usage.cached_tokens, usage.prompt_tokens)
-    cached_rate = prices.cached_input if prices.cached_input is not None else prices.input
-    reasoning = min(usage.reasoning_tokens, usage.completion_tokens) if prices.reasoning is not None else 0
-    cost = ((usage.prompt_tokens - cached) * prices.input + cached * cached_rate
-            + (usage.completion_tokens - reasoning) * prices.output + reasoning * (prices.reasoning or 0.0))
+    """USD for one call, priced as litellm 1.110 prices it: uncached input (prompt − cached − cache writes) at
+    the input rate, cached input at the cached rate and cache writes at the cache-write rate (each the input rate
+    when the sheet lists none), output (completion − reasoning) at the output rate, reasoning at its own rate when
+    listed (else the output rate). A prompt above 200k tokens bills the whole request at the `above_200k` tier,
+    when the sheet has one. The router's markup applies last."""
+    return float(explicit_cost_arrays(prices, prompt=usage.prompt_tokens, cached=usage.cached_tokens,
+                                      cache_write=usage.cache_write_tokens, completion=usage.completion_tokens,
+                                      reasoning=usage.reasoning_tokens)[0])
+
+
+def explicit_cost_arrays(prices: Prices, *, prompt, cached, cache_write, completion, reasoning) -> np.ndarray:
+    """`explicit_cost` over columns of token counts at once (what-if repricing of millions of recorded calls):
+    the one implementation of the pricing rule, scalars welcome."""
+    prompt, cached, cache_write, completion, reasoning = (
+        np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in (prompt, cached, cache_write, completion, reasoning))
+    # Clamp the parts so a server's inconsistent counts never make a negative token count.
+    cached = np.minimum(cached, prompt)
+    cache_write = np.minimum(cache_write, prompt - cached)
+    reasoning = np.minimum(reasoning, completion)
+    base = _rates_for(0, prices)
+    tiered = _rates_for(ABOVE_200K + 1, prices)
+    above = prompt > ABOVE_200K
+
+    def rate(name: str) -> np.ndarray | float:
+        low, high = getattr(base, name), getattr(tiered, name)
+        return low if low == high else np.where(above, high, low)
+
+    cost = ((prompt - cached - cache_write) * rate("input") + cached * rate("cached_input")
+            + cache_write * rate("cache_write") + (completion - reasoning) * rate("output")
+            + reasoning * rate("reasoning"))
     return cost / PER_MILLION * (1 + prices.markup_pct / 100)
+
+
+ABOVE_200K = 200_000  # the tier's threshold; litellm switches when prompt_tokens is strictly above it
+
+
+@dataclass(frozen=True)
+class _Rates:
+    """The five rates (USD per 1M tokens) one request is billed at, every fallback resolved."""
+
+    input: float
+    cached_input: float
+    cache_write: float
+    output: float
+    reasoning: float
+
+
+def _rates_for(prompt_tokens: int, prices: Prices) -> _Rates:
+    tier = prices.above_200k
+    if tier is not None and prompt_tokens > ABOVE_200K:
+        # The whole request moves to the tier; reasoning has no tier rate of its own, so it follows tier output.
+        return _Rates(input=tier.input, cached_input=_or(tier.cached_input, tier.input),
+                      cache_write=_or(tier.cache_write, tier.input), output=tier.output, reasoning=tier.output)
+    return _Rates(input=prices.input, cached_input=_or(prices.cached_input, prices.input),
+                  cache_write=_or(prices.cache_write, prices.input), output=prices.output,
+                  reasoning=_or(prices.reasoning, prices.output))
+
+
+def _or(rate: float | None, fallback: float) -> float:
+    return fallback if rate is None else rate
+
+
+def is_unpriced(cost_usd: float | None, usage: Usage) -> bool:
+    """A call that used tokens but has no cost, or a cost of exactly 0.0, is unpriced: litellm returns None for
+    an unknown model, and a generic pattern rule in its map can price a model at 0.0 (costs.md)."""
+    used_tokens = usage.prompt_tokens + usage.completion_tokens > 0
+    return used_tokens and (cost_usd is None or cost_usd == 0.0)
 
 
 @lru_cache(maxsize=256)
 def litellm_prices(model: str) -> Prices | None:
     """The model's list prices from litellm's local, pinned map; None when the map does not price it.
     A rate of exactly 0 is treated as unknown (a generic pattern rule can price a model at 0.0)."""
-    entry = _litellm_model_cost().get(model) or _litellm_model_cost().get(model.split("/", 1)[-1])
+    entry = _litellm_entry(model)
     if not entry or not entry.get("input_cost_per_token") or not entry.get("output_cost_per_token"):
         return None
 
@@ -64,10 +132,47 @@ def litellm_prices(model: str) -> Prices | None:
         value = entry.get(key)
         return None if value is None else float(value) * PER_MILLION
 
+    cached_input = per_million("cache_read_input_token_cost")
+    cache_write = per_million("cache_creation_input_token_cost")
     return Prices(input=per_million("input_cost_per_token"), output=per_million("output_cost_per_token"),
-                  cached_input=per_million("cache_read_input_token_cost"),
-                  cache_write=per_million("cache_creation_input_token_cost"),
-                  reasoning=per_million("output_cost_per_reasoning_token"))
+                  cached_input=cached_input, cache_write=cache_write,
+                  reasoning=per_million("output_cost_per_reasoning_token"),
+                  above_200k=_litellm_tier(per_million, cached_input, cache_write))
+
+
+def unmodelled_tier_threshold(model: str) -> int | None:
+    """The lowest long-context threshold in litellm's map for this model other than 200k (the map also has 32k,
+    100k, 128k, 256k, 272k and 512k tiers, e.g. 272k for gpt-5.4), which `Prices` cannot hold; None when none."""
+    entry = _litellm_entry(model) or {}
+    thresholds = [_tokens(match.group(1)) for key in entry
+                  if (match := _TIER_INPUT_KEY.fullmatch(key)) and match.group(1) != "200k"]
+    return min(thresholds, default=None)
+
+
+_TIER_INPUT_KEY = re.compile(r"input_cost_per_token_above_(\d+k?)_tokens")  # the standard tier, no service suffix
+
+
+def _tokens(threshold: str) -> int:
+    return int(threshold.removesuffix("k")) * (1000 if threshold.endswith("k") else 1)
+
+
+def _litellm_tier(per_million: Callable[[str], float | None], cached_input: float | None,
+                  cache_write: float | None) -> PriceTier | None:
+    """The map's above-200k tier, when it lists both an input and an output rate. A cache rate the tier lacks
+    keeps the flat one, as litellm 1.110 does (`get_cost_per_unit(tier_key, default=flat rate)`)."""
+    tier_input = per_million("input_cost_per_token_above_200k_tokens")
+    tier_output = per_million("output_cost_per_token_above_200k_tokens")
+    if tier_input is None or tier_output is None:
+        return None
+    tier_cached = per_million("cache_read_input_token_cost_above_200k_tokens")
+    tier_write = per_million("cache_creation_input_token_cost_above_200k_tokens")
+    return PriceTier(input=tier_input, output=tier_output,
+                     cached_input=cached_input if tier_cached is None else tier_cached,
+                     cache_write=cache_write if tier_write is None else tier_write)
+
+
+def _litellm_entry(model: str) -> dict | None:
+    return _litellm_model_cost().get(model) or _litellm_model_cost().get(model.split("/", 1)[-1])
 
 
 @lru_cache(maxsize=1)

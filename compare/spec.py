@@ -46,6 +46,16 @@ class Sampling(_Strict):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
+class PriceTier(_Strict):
+    """The rates of a long-context tier (USD per 1M tokens): a request whose prompt is above the threshold is
+    billed entirely at these rates, as providers (and litellm) do."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)
+    cache_write: float | None = Field(None, ge=0)
+
+
 class Prices(_Strict):
     """USD per 1M tokens, as providers list them."""
 
@@ -54,13 +64,17 @@ class Prices(_Strict):
     cached_input: float | None = Field(None, ge=0)
     cache_write: float | None = Field(None, ge=0)
     reasoning: float | None = Field(None, ge=0)
-    markup_pct: float = Field(0.0, ge=0)
+    above_200k: PriceTier | None = Field(None, description="rates for requests whose prompt exceeds 200k tokens")
+    markup_pct: float = Field(0.0, ge=0, description="the router's markup over these prices (0 for OrcaRouter)")
 
 
 class GpuLeaseSpec(_Strict):
     type: str
     count: int = Field(1, gt=0)
     usd_per_hour: float = Field(gt=0, description="per GPU")
+    saturation_tokens_per_sec: float | None = Field(
+        None, gt=0, description="the server's throughput at saturation (prompt + output tokens/s, all GPUs); "
+        "the marginal cost's denominator. Unset: measured from the server's samples")
 
 
 class _Arm(_Strict):
@@ -115,6 +129,12 @@ class SandboxConfig(_Strict):
     unsafe_no_isolation: bool = False
 
 
+class CostConfig(_Strict):
+    sandbox_usd_per_vcpu_hour: float = Field(
+        0.045, ge=0, description="what one sandbox vCPU-hour costs, the same for every arm (default: an on-demand "
+        "general-purpose cloud vCPU)")
+
+
 class RunSpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
     suite: str
@@ -127,6 +147,7 @@ class RunSpec(_Strict):
     task_order_seed: int | None = Field(42, description="shuffle the task order with this seed; null keeps it")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     budgets: Budgets = Field(default_factory=Budgets)
+    costs: CostConfig = Field(default_factory=CostConfig)
     arms: list[Arm] = Field(min_length=1)
     preset: Literal["leaf"] | None = None
 
@@ -176,21 +197,30 @@ def apply_leaf_preset(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_run_spec(path: Path | str) -> RunSpec:
+    return parse_run_spec(read_yaml(path), source=str(path))
+
+
+def read_yaml(path: Path | str) -> Any:
+    """A YAML file's content, or a SpecError naming the file and what is wrong with it."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: not valid YAML: {exc}") from None
-    return parse_run_spec(raw, source=str(path))
 
 
 def parse_run_spec(raw: Any, source: str = "spec") -> RunSpec:
+    return validate_mapping(RunSpec, raw, source, "a run spec is a mapping of fields (name, suite, arms, ...)")
+
+
+def validate_mapping(model: type[BaseModel], raw: Any, source: str, shape: str) -> Any:
+    """`raw` as `model`, or a SpecError naming the source and every wrong field by its path."""
     if not isinstance(raw, dict):
-        raise SpecError(f"{source}: a run spec is a mapping of fields (name, suite, arms, ...)")
+        raise SpecError(f"{source}: {shape}")
     try:
-        return RunSpec.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
 

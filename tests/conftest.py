@@ -28,6 +28,14 @@ else echo 0 > /logs/verifier/reward.txt; fi
 """
 
 
+# A scripted model that fixes the calculator tasks below in two turns (an Edit, then a closing answer).
+SOLVE_SCRIPT = {"turns": [
+    {"reasoning": "The sign is wrong.", "tool_calls": [
+        {"name": "Edit", "arguments": {"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"}}],
+     "usage": {"prompt_tokens": 300, "completion_tokens": 40, "cached_tokens": 0, "reasoning_tokens": 12}},
+    {"content": "Fixed add().", "usage": {"prompt_tokens": 380, "completion_tokens": 6, "cached_tokens": 300}}]}
+
+
 @pytest.fixture(scope="session")
 def sandbox_options(tmp_path_factory) -> SandboxOptions:
     return SandboxOptions(cache_dir=tmp_path_factory.mktemp("leafcost-cache"))

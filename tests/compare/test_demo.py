@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from adapters.litellm_proxy import free_port
 
@@ -56,3 +57,18 @@ def test_demo_runs_oracle_local_model_and_a_real_router_and_names_the_missing_ro
     # The proxy's master key (always sk-leafcost-...) appears in no table, trajectory or output.
     trajectories = "".join(p.read_text() for p in Path(summary["trajectories"]).rglob("*.json"))
     assert not any("sk-leafcost-" in text for text in [*dumps, trajectories, result.stdout, result.stderr])
+    # The figures of the demo's run: every arm summarised, the self-hosted and the router arm compared.
+    run_id = summary["run_id"]
+    figures = subprocess.run([str(LEAFCOST), "summary", run_id, "--db", str(db), "--json"], capture_output=True,
+                             text=True, timeout=300, cwd=tmp_path)
+    assert figures.returncode == 0, figures.stderr[-2000:]
+    by_arm = {arm["arm"]: arm for arm in json.loads(figures.stdout)["arms"]}
+    assert by_arm["oracle"]["avg_at_k"]["value"] == 1.0 and by_arm["oracle"]["resolved_tasks"] == 12
+    assert by_arm["local-smol"]["cost_usd"]["gpu"] > 0 and by_arm["local-smol"]["lease"]["kind"] == "cpu"
+    assert by_arm["router-smol"]["cost_usd"]["tokens"] == pytest.approx(spend, rel=1e-9)
+    assert by_arm["hosted"]["status"] == "skipped" and by_arm["hosted"]["attempts"] == 0
+    compared = subprocess.run([str(LEAFCOST), "compare", run_id, "--arms", "local-smol,router-smol", "--db", str(db),
+                               "--json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    document = json.loads(compared.stdout)
+    assert document["comparable"] and document["shared_tasks"] == 12 and document["mcnemar"] is not None

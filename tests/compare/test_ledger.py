@@ -46,12 +46,14 @@ TABLE_COLUMNS = {
                     "error", "finish_reason", "prompt_tokens", "cached_tokens", "completion_tokens",
                     "reasoning_tokens", "total_tokens", "started_at", "latency_sec", "ttft_sec", "router_cost_usd",
                     "router_cost_detail", "router_retries", "router_fallbacks", "cost_usd", "price_source",
-                    "price_revision", "request_id", "router_model", "router_deployment"],
+                    "price_revision", "request_id", "router_model", "router_deployment",
+                    "cache_write_tokens"],
     "tool_calls": ["run_id", "arm", "episode_id", "step", "idx", "tool_call_id", "tool_name", "arguments_chars",
                    "output_chars", "started_at", "seconds"],
     "gpu_leases": ["lease_id", "run_id", "arm", "kind", "hardware", "count", "usd_per_hour", "started_at",
                    "ended_at"],
     "server_samples": ["run_id", "arm", "taken_at", "metric", "value"],
+    "scenarios": ["run_id", "name", "created_at", "sheet", "summary"],
 }
 
 

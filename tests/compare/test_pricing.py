@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from adapters.base import Usage
-from compare.pricing import litellm_prices, price_arm_call
-from compare.spec import RouterArm, SpecError, parse_run_spec
+from compare.pricing import (explicit_cost, is_unpriced, litellm_prices, price_arm_call, price_call,
+                             unmodelled_tier_threshold)
+from compare.spec import Prices, PriceTier, RouterArm, SpecError, parse_run_spec
 
 USAGE = Usage(prompt_tokens=1_000_000, completion_tokens=100_000, cached_tokens=400_000, reasoning_tokens=0)
 
@@ -48,3 +49,126 @@ def test_a_bad_fallback_price_is_named_with_its_path():
                                                        "fallback_prices": {"backup": {"input": -1, "output": 1}}}]}
     with pytest.raises(SpecError, match=r"arms\.0\.fallback_prices\.backup\.input"):
         parse_run_spec(raw)
+
+
+# --- explicit_cost: every token kind at its own rate (USD per 1M tokens; sums written out) ---------------------------
+
+SONNET = Prices(input=3.0, output=15.0, cached_input=0.30, cache_write=3.75)  # claude-sonnet-4-5 list (costs.md)
+
+
+def test_cached_input_is_billed_at_the_cached_rate():
+    usage = Usage(prompt_tokens=100_000, cached_tokens=80_000, completion_tokens=2_000)
+    # 20,000 uncached × $3 = 0.06; 80,000 cached × $0.30 = 0.024; 2,000 output × $15 = 0.03 → $0.114
+    assert explicit_cost(usage, SONNET) == pytest.approx(0.114, rel=1e-12)
+    # no cached rate listed: litellm 1.110 bills cached tokens at the input rate → 100,000 × $3 + 0.03 = $0.33
+    assert explicit_cost(usage, Prices(input=3.0, output=15.0)) == pytest.approx(0.33, rel=1e-12)
+
+
+def test_cache_writes_are_billed_at_the_cache_write_rate_or_the_input_rate():
+    usage = Usage(prompt_tokens=50_000, cached_tokens=10_000, cache_write_tokens=30_000, completion_tokens=1_000)
+    # 10,000 uncached × $3 = 0.03; 10,000 cached × $0.30 = 0.003; 30,000 written × $3.75 = 0.1125;
+    # 1,000 output × $15 = 0.015 → $0.1605
+    assert explicit_cost(usage, SONNET) == pytest.approx(0.1605, rel=1e-12)
+    # no write rate: the 30,000 written tokens at the input rate, 30,000 × $3 = 0.09 → $0.138
+    no_write_rate = SONNET.model_copy(update={"cache_write": None})
+    assert explicit_cost(usage, no_write_rate) == pytest.approx(0.138, rel=1e-12)
+    assert round(explicit_cost(usage, SONNET), 2) == 0.16 and round(explicit_cost(usage, no_write_rate), 2) == 0.14
+
+
+def test_reasoning_is_billed_at_its_own_rate_when_listed():
+    usage = Usage(prompt_tokens=10_000, completion_tokens=5_000, reasoning_tokens=4_000)
+    own_rate = Prices(input=1.25, output=10.0, reasoning=20.0)
+    # 10,000 input × $1.25 = 0.0125; 1,000 visible output × $10 = 0.01; 4,000 reasoning × $20 = 0.08 → $0.1025
+    assert explicit_cost(usage, own_rate) == pytest.approx(0.1025, rel=1e-12)
+    # no reasoning rate: all 5,000 completion tokens at $10 = 0.05 → $0.0625
+    assert explicit_cost(usage, Prices(input=1.25, output=10.0)) == pytest.approx(0.0625, rel=1e-12)
+
+
+TIERED = Prices(input=1.25, output=10.0, cached_input=0.125,
+                above_200k=PriceTier(input=2.5, output=15.0, cached_input=0.25))
+
+
+def test_the_above_200k_tier_switches_the_whole_request():
+    below = Usage(prompt_tokens=199_999, cached_tokens=100_000, completion_tokens=10_000)
+    above = Usage(prompt_tokens=200_001, cached_tokens=100_000, completion_tokens=10_000)
+    # below: 99,999 × $1.25 = 0.12499875; 100,000 cached × $0.125 = 0.0125; 10,000 × $10 = 0.1 → $0.23749875
+    assert explicit_cost(below, TIERED) == pytest.approx(0.23749875, rel=1e-12)
+    # above, every token at the tier: 100,001 × $2.5 = 0.2500025; 100,000 × $0.25 = 0.025; 10,000 × $15 = 0.15
+    # → $0.4250025 (not just the tokens past 200k)
+    assert explicit_cost(above, TIERED) == pytest.approx(0.4250025, rel=1e-12)
+    # exactly 200,000 is not above: 100,000 × $1.25 + 0.0125 + 0.1 = $0.2375
+    at = Usage(prompt_tokens=200_000, cached_tokens=100_000, completion_tokens=10_000)
+    assert explicit_cost(at, TIERED) == pytest.approx(0.2375, rel=1e-12)
+
+
+def test_in_the_tier_missing_cache_rates_fall_back_to_the_tier_input_and_reasoning_to_the_tier_output():
+    sheet = Prices(input=1.25, output=10.0, cached_input=0.125, reasoning=40.0,
+                   above_200k=PriceTier(input=2.5, output=15.0))
+    above = Usage(prompt_tokens=200_001, cached_tokens=1_000, cache_write_tokens=2_000, completion_tokens=3_000,
+                  reasoning_tokens=1_000)
+    # 197,001 uncached × $2.5 = 0.4925025; 1,000 cached × $2.5 = 0.0025; 2,000 written × $2.5 = 0.005;
+    # 2,000 output × $15 = 0.03; 1,000 reasoning × $15 = 0.015 → $0.5450025
+    assert explicit_cost(above, sheet) == pytest.approx(0.5450025, rel=1e-12)
+    below = above.model_copy(update={"prompt_tokens": 199_999})
+    # 196,999 × $1.25 = 0.24624875; 1,000 × $0.125 = 0.000125; 2,000 written × $1.25 (no write rate) = 0.0025;
+    # 2,000 × $10 = 0.02; 1,000 reasoning × $40 = 0.04 → $0.30887375
+    assert explicit_cost(below, sheet) == pytest.approx(0.30887375, rel=1e-12)
+
+
+def test_the_markup_applies_to_the_whole_bill():
+    usage = Usage(prompt_tokens=1_000_000, completion_tokens=100_000)
+    # 1M × $1 + 0.1M × $10 = $2.00, × 1.055 = $2.11
+    assert explicit_cost(usage, Prices(input=1.0, output=10.0, markup_pct=5.5)) == pytest.approx(2.11, rel=1e-12)
+    assert explicit_cost(usage, Prices(input=1.0, output=10.0)) == 2.0
+
+
+# --- litellm's pinned map --------------------------------------------------------------------------------------------
+
+def test_gemini_2_5_pro_tier_comes_from_litellms_map_and_bills_as_litellm_does():
+    sheet = litellm_prices("gemini-2.5-pro")
+    # litellm 1.110.2: input 1.25e-06, output 1e-05, cache read 1.25e-07; above 200k: input 2.5e-06, output 1.5e-05,
+    # cache read 2.5e-07, cache creation 2.5e-07 (per token)
+    assert (sheet.input, sheet.output, sheet.cached_input) == pytest.approx((1.25, 10.0, 0.125), rel=1e-12)
+    tier = sheet.above_200k
+    assert (tier.input, tier.output, tier.cached_input, tier.cache_write) == pytest.approx((2.5, 15.0, 0.25, 0.25),
+                                                                                          rel=1e-12)
+    for prompt, expected in ((199_999, 0.23749875), (200_001, 0.4250025)):  # the sums of the tier test above
+        usage = Usage(prompt_tokens=prompt, cached_tokens=100_000, completion_tokens=10_000, reasoning_tokens=4_000)
+        price = price_call(usage, None, "gemini-2.5-pro")
+        assert price.price_source == "litellm" and price.cost_usd == pytest.approx(expected, rel=1e-12)
+        assert price.cost_usd == pytest.approx(_litellm_own_cost("gemini-2.5-pro", usage), rel=1e-12)
+
+
+def _litellm_own_cost(model: str, usage: Usage) -> float:
+    import litellm
+    from litellm.types.utils import CompletionTokensDetailsWrapper, PromptTokensDetailsWrapper
+    from litellm.types.utils import Usage as LitellmUsage
+
+    theirs = LitellmUsage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                          total_tokens=usage.prompt_tokens + usage.completion_tokens,
+                          prompt_tokens_details=PromptTokensDetailsWrapper(cached_tokens=usage.cached_tokens),
+                          completion_tokens_details=CompletionTokensDetailsWrapper(
+                              reasoning_tokens=usage.reasoning_tokens))
+    prompt_cost, completion_cost = litellm.cost_per_token(model=model, usage_object=theirs)
+    return prompt_cost + completion_cost
+
+
+def test_a_model_without_a_200k_tier_has_none_and_other_tiers_are_unpriced_past_their_threshold():
+    assert litellm_prices("gpt-5-mini").above_200k is None
+    # gpt-5.4's map has only a 272k tier, which Prices cannot hold: below it priced, past it no number
+    assert unmodelled_tier_threshold("gpt-5.4") == 272_000 and litellm_prices("gpt-5.4").above_200k is None
+    assert price_call(Usage(prompt_tokens=272_000, completion_tokens=1), None, "gpt-5.4").price_source == "litellm"
+    past = price_call(Usage(prompt_tokens=272_001, completion_tokens=1), None, "gpt-5.4")
+    assert (past.cost_usd, past.price_source) == (None, "unpriced")
+    assert "272000" in past.price_revision
+
+
+# --- the unpriced guard ----------------------------------------------------------------------------------------------
+
+def test_no_cost_or_a_zero_cost_for_a_call_that_used_tokens_is_unpriced():
+    used = Usage(prompt_tokens=10, completion_tokens=0)
+    assert is_unpriced(None, used) and is_unpriced(0.0, used)
+    assert is_unpriced(0.0, Usage(completion_tokens=1))
+    assert not is_unpriced(1e-9, used)
+    # a call that used no tokens costs nothing, and 0.0 is its right price
+    assert not is_unpriced(0.0, Usage()) and is_unpriced(None, Usage()) is False

@@ -19,13 +19,9 @@ from adapters.scripted_server import ScriptedServer
 from compare.ledger import Ledger
 from compare.runner import Runner, RunError
 from compare.spec import parse_run_spec
+from conftest import SOLVE_SCRIPT as SOLVE
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
-SOLVE = {"turns": [
-    {"reasoning": "The sign is wrong.", "tool_calls": [
-        {"name": "Edit", "arguments": {"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"}}],
-     "usage": {"prompt_tokens": 300, "completion_tokens": 40, "cached_tokens": 0, "reasoning_tokens": 12}},
-    {"content": "Fixed add().", "usage": {"prompt_tokens": 380, "completion_tokens": 6, "cached_tokens": 300}}]}
 
 
 def spec_for(suite: Path, base_url: str, **changes):

@@ -1,0 +1,88 @@
+"""Break-even between a self-hosted arm and a hosted one: the GPU price, the utilization and the monthly task
+volume at which the self-hosted cost per resolved attempt equals the hosted one, and its sensitivity over the
+public GPU price grid. Built from the two arms' summaries (compare.summary), so it uses the same numbers.
+
+The model, per attempt of the self-hosted arm (B = busy GPU-seconds per attempt, measured from the server's
+`gpu_execution_seconds_total`; k GPUs at p $/GPU-hour; u utilization; s sandbox $; r resolved per attempt):
+    cost per resolved attempt = (p·k·B / (3600·u) + s) / r
+and an always-on lease for a month (730 h) serving V attempts costs (p·k·730 + V·s) / (V·r) per resolved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+HOURS_PER_MONTH = 730.0
+# shared/reference/costs.md: 2026 on-demand list prices, $/GPU-hour (low, typical, high): a sensitivity grid.
+GPU_PRICE_GRID = {"H100": (2.00, 2.95, 3.99), "H200": (2.50, 3.50, 4.54)}
+
+
+def breakeven(self_hosted: dict[str, Any], hosted: dict[str, Any], *, gpu_usd_per_hour: float | None = None,
+              utilization: float | None = None) -> dict[str, Any]:
+    """`self_hosted` and `hosted` are arm entries of a summary document."""
+    out: dict[str, Any] = {"self_hosted": self_hosted["arm"], "hosted": hosted["arm"],
+                           "unit": "cost per resolved attempt"}
+    target = (hosted.get("cost_per_resolved_attempt") or {}).get("value")
+    lease = self_hosted.get("lease")
+    reason = _why_not(self_hosted, hosted, target, lease)
+    if reason:
+        return {**out, "reason": reason, "gpu_usd_per_hour": None, "utilization": None,
+                "monthly_attempts": None, "grid": []}
+    attempts = self_hosted["attempts"]
+    r = self_hosted["resolved_attempts"] / attempts
+    s = self_hosted["cost_usd"]["sandbox"] / attempts
+    b = lease["busy_seconds"] / attempts
+    k = lease["count"]
+    p = gpu_usd_per_hour if gpu_usd_per_hour is not None else lease["usd_per_hour"]
+    u = utilization if utilization is not None else self_hosted.get("utilization")
+    budget = target * r - s  # what one attempt may spend on the GPU to match the hosted arm
+    out.update(hosted_cost_per_resolved_attempt=target, self_hosted_resolve_rate=r,
+               busy_seconds_per_attempt=b, sandbox_usd_per_attempt=s, gpus=k, at_gpu_usd_per_hour=p,
+               at_utilization=u,
+               self_hosted_cost_per_resolved_attempt=_cost(p, u, k, b, s, r) if u else None)
+    if budget <= 0:
+        return {**out, "reason": "the self-hosted arm's sandbox cost per resolved attempt alone exceeds the hosted "
+                "arm's cost per resolved attempt: no GPU price breaks even", "gpu_usd_per_hour": None,
+                "utilization": None, "monthly_attempts": None, "grid": []}
+    out["gpu_usd_per_hour"] = budget * 3600 * u / (k * b) if u else None
+    needed = p * k * b / (3600 * budget)
+    out["utilization"] = needed if needed <= 1 else None
+    if needed > 1:
+        out["utilization_reason"] = f"would need {needed:.0%} utilization at ${p:.2f}/GPU-hour: not reachable"
+    volume = p * k * HOURS_PER_MONTH / budget
+    capacity = HOURS_PER_MONTH * 3600 / b
+    out["monthly_attempts"] = volume if volume <= capacity else None
+    out["monthly_capacity_attempts"] = capacity
+    if volume > capacity:
+        out["monthly_attempts_reason"] = (f"would need {volume:,.0f} attempts a month; one always-on lease serves "
+                                          f"at most {capacity:,.0f}")
+    if not u:
+        out["reason"] = "no measured utilization: pass one to get the break-even GPU price"
+    out["grid"] = [{"gpu": gpu, "level": level, "gpu_usd_per_hour": price,
+                    "self_hosted_cost_per_resolved_attempt": _cost(price, u, k, b, s, r) if u else None,
+                    "breakeven_utilization": price * k * b / (3600 * budget)}
+                   for gpu, prices in GPU_PRICE_GRID.items() for level, price in zip(("low", "typical", "high"),
+                                                                                    prices)]
+    return out
+
+
+def _cost(p: float, u: float, k: int, b: float, s: float, r: float) -> float:
+    return (p * k * b / (3600 * u) + s) / r
+
+
+def _why_not(self_hosted: dict[str, Any], hosted: dict[str, Any], target: float | None,
+             lease: dict[str, Any] | None) -> str | None:
+    if self_hosted.get("kind") != "self-hosted":
+        return f"arm {self_hosted['arm']} is not self-hosted"
+    if hosted.get("kind") != "hosted":
+        return f"arm {hosted['arm']} is not hosted"
+    if target is None:
+        return (f"the hosted arm has no cost per resolved attempt: "
+                f"{(hosted.get('cost_per_resolved_attempt') or {}).get('reason', 'unknown')}")
+    if not self_hosted.get("attempts") or not self_hosted.get("resolved_attempts"):
+        return "the self-hosted arm resolved nothing: no price makes it match"
+    if not lease:
+        return "the self-hosted arm has no lease recorded"
+    if not lease.get("busy_seconds"):
+        return ("no busy GPU-seconds were measured for the self-hosted arm (its server exported no "
+                "gpu_execution_seconds_total): launch SGLang with metrics and the device timer")
+    return None

@@ -1,0 +1,277 @@
+"""`leafcost summary`, `compare`, `reprice` and `breakeven`: a finished (or running) run's figures, printed as
+tables or as the JSON documents the API serves. Registered on the app by compare.cli."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from compare.cli import DbOption, JsonOption, fail
+
+ResamplesOption = Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples over tasks")]
+SeedOption = Annotated[int, typer.Option("--seed", help="bootstrap seed (same seed, same intervals)")]
+ScenarioOption = Annotated[str | None, typer.Option(
+    "--scenario", help="show a stored what-if repricing (leafcost reprice) instead of the recorded prices")]
+
+
+def summary(
+    run_id: Annotated[str, typer.Argument(help="the run id (leafcost run prints it)")],
+    db: DbOption = None,
+    scenario: ScenarioOption = None,
+    resamples: ResamplesOption = 2000,
+    seed: SeedOption = 20261202,
+    as_json: JsonOption = False,
+) -> None:
+    """Per arm: resolve rates (Avg@k, pass@k, pass^k) with 95 % CIs, the full cost split into tokens, GPU and
+    sandbox, and cost per resolved attempt and per resolved task with CIs."""
+    from compare.summary import summarize
+
+    if scenario is not None:
+        document = _stored_scenario(db, run_id, scenario)
+    else:
+        document = _with_connection(db, lambda conn: summarize(conn, run_id, resamples=resamples, seed=seed))
+    _emit(document, as_json, _print_summary)
+
+
+def compare(
+    run_id: Annotated[str, typer.Argument(help="the run id")],
+    arms: Annotated[str, typer.Option("--arms", help="two arms, A,B (differences are A minus B)")],
+    db: DbOption = None,
+    allow_mismatch: Annotated[bool, typer.Option(
+        "--allow-mismatch", help="compare arms that differ in tasks, seeds, temperature or sandbox")] = False,
+    resamples: ResamplesOption = 2000,
+    seed: SeedOption = 20261202,
+    as_json: JsonOption = False,
+) -> None:
+    """Two arms on their shared tasks: the fairness verdict, paired bootstrap differences of resolve rate and
+    cost per resolved, McNemar's test with one seed, and the break-even when one arm is self-hosted."""
+    from compare.comparison import compare_arms
+
+    names = [a.strip() for a in arms.split(",") if a.strip()]
+    if len(names) != 2:
+        fail(f"--arms takes two arm names separated by a comma, got {arms!r}", 2)
+    document = _with_connection(db, lambda conn: compare_arms(conn, run_id, names[0], names[1],
+                                                              allow_mismatch=allow_mismatch, resamples=resamples,
+                                                              seed=seed))
+    document["breakeven"] = _breakeven_if_applicable(document["summaries"])
+    _emit(document, as_json, _print_compare)
+
+
+def breakeven(
+    run_id: Annotated[str, typer.Argument(help="the run id")],
+    self_hosted: Annotated[str, typer.Option("--self-hosted", help="the self-hosted arm")],
+    hosted: Annotated[str, typer.Option("--hosted", help="the hosted arm")],
+    gpu_usd_per_hour: Annotated[float | None, typer.Option(help="price per GPU-hour to evaluate at")] = None,
+    utilization: Annotated[float | None, typer.Option(min=0.001, max=1.0, help="assumed utilization")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The GPU price, utilization and monthly volume at which the self-hosted arm's cost per resolved attempt
+    equals the hosted arm's, and its sensitivity over the public GPU price grid."""
+    from compare.breakeven import breakeven as compute
+    from compare.summary import summarize
+
+    document = _with_connection(db, lambda conn: summarize(conn, run_id, arms=[self_hosted, hosted]))
+    s, h = document["arms"]
+    _emit({"run_id": run_id, **compute(s, h, gpu_usd_per_hour=gpu_usd_per_hour, utilization=utilization)},
+          as_json, _print_breakeven)
+
+
+def reprice(
+    run_id: Annotated[str, typer.Argument(help="the run id")],
+    prices: Annotated[Path, typer.Option("--prices", exists=True, dir_okay=False, help="a price sheet (YAML)")],
+    name: Annotated[str | None, typer.Option("--name", help="the scenario's name (default: the sheet's)")] = None,
+    db: DbOption = None,
+    resamples: ResamplesOption = 2000,
+    seed: SeedOption = 20261202,
+    as_json: JsonOption = False,
+) -> None:
+    """Recompute every cost of a run under other prices (the recorded facts stay as they are) and store the
+    result as a named scenario: `leafcost summary RUN_ID --scenario NAME` shows it again."""
+    from compare.ledger import Ledger, LedgerError, default_db_path
+    from compare.reprice import load_price_sheet, overrides_for, sheet_summary
+    from compare.summary import SummaryError, load_run, summarize
+
+    try:
+        sheet = load_price_sheet(prices)
+    except SummaryError as exc:
+        fail(str(exc), 2)
+    scenario = name or sheet.name or prices.stem
+    try:
+        ledger = Ledger.open(db or default_db_path())
+    except LedgerError as exc:
+        fail(str(exc), 2)
+    try:
+        conn = ledger.reader()
+        run = load_run(conn, run_id)
+        overrides = overrides_for(conn, run_id, run.spec(), sheet, scenario)
+        document = summarize(conn, run_id, resamples=resamples, seed=seed, overrides=overrides)
+        asyncio.run(ledger.save_scenario(run_id, scenario, sheet_summary(sheet), document))
+    except SummaryError as exc:
+        fail(str(exc), 2)
+    finally:
+        ledger.close()
+    _emit(document, as_json, _print_summary)
+
+
+def print_run_figures(db: Path | str, run_id: str) -> None:
+    """The summary table of a run that just finished (what `leafcost demo` ends with)."""
+    from compare.summary import summarize
+
+    _print_summary(_with_connection(Path(db), lambda conn: summarize(conn, run_id)))
+    typer.echo(f"all figures: leafcost summary {run_id} --db {db} [--json]; "
+               f"leafcost compare {run_id} --arms A,B --db {db}")
+
+
+def _with_connection(db: Path | None, compute) -> dict[str, Any]:
+    from compare.ledger import Ledger, LedgerError, LedgerOutdated, connect_read_only
+    from compare.summary import SummaryError
+
+    try:
+        try:
+            conn = connect_read_only(db)
+        except LedgerOutdated:  # a ledger from an older leafcost: upgrade it in place (migrations), then read
+            Ledger.open(db).close()
+            conn = connect_read_only(db)
+    except LedgerError as exc:
+        fail(str(exc), 2)
+    try:
+        return compute(conn)
+    except SummaryError as exc:
+        fail(str(exc), 2)
+    finally:
+        conn.close()
+
+
+def _stored_scenario(db: Path | None, run_id: str, scenario: str) -> dict[str, Any]:
+    def read(conn) -> dict[str, Any]:
+        from compare.summary import SummaryError
+
+        rows = conn.execute("SELECT summary FROM scenarios WHERE run_id = ? AND name = ?", [run_id, scenario]
+                            ).fetchall()
+        if not rows:
+            known = [r[0] for r in conn.execute("SELECT name FROM scenarios WHERE run_id = ?", [run_id]).fetchall()]
+            raise SummaryError(f"run {run_id} has no scenario {scenario!r} (stored: {', '.join(known) or 'none'}; "
+                               "make one with leafcost reprice)")
+        return json.loads(rows[0][0])
+    return _with_connection(db, read)
+
+
+def _breakeven_if_applicable(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    from compare.breakeven import breakeven as compute
+
+    kinds = {s["kind"]: s for s in summaries}
+    if set(kinds) != {"self-hosted", "hosted"}:
+        return None
+    return compute(kinds["self-hosted"], kinds["hosted"])
+
+
+def _emit(document: dict[str, Any], as_json: bool, printer) -> None:
+    from compare.summary import dumps
+
+    if as_json:
+        sys.stdout.write(dumps(document))
+    else:
+        printer(document)
+
+
+def _estimate(entry: dict[str, Any] | None, money: bool = False) -> str:
+    if not entry or entry.get("value") is None:
+        return "n/a"
+    fmt = (lambda v: f"${v:,.4f}") if money else (lambda v: f"{v:.1%}")
+    ci = entry.get("ci95")
+    bounds = f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
+    return fmt(entry["value"]) + bounds
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.4f}"
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(width=max(140, Console().width))
+
+
+def _print_summary(document: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    title = f"leafcost summary {document['run_id']}" + (f" (scenario {document['scenario']})"
+                                                        if document.get("scenario") else "")
+    table = Table(title=title)
+    for column in ("arm", "kind", "tasks×seeds", "resolved", "Avg@k [95% CI]", "cost total", "tokens / GPU / "
+                   "sandbox", "per resolved attempt", "per resolved task", "util.", "prices"):
+        table.add_column(column, overflow="fold")
+    notes = []
+    for arm in document["arms"]:
+        cost = arm["cost_usd"]
+        table.add_row(arm["arm"], arm["kind"], f"{arm['tasks']}×{arm['seeds']}",
+                      f"{arm['resolved_attempts']}/{arm['attempts']}", _estimate(arm["avg_at_k"]),
+                      _money(cost["total"]),
+                      f"{_money(cost['tokens'])} / {_money(cost['gpu'])} / {_money(cost['sandbox'])}",
+                      _estimate(arm["cost_per_resolved_attempt"], money=True),
+                      _estimate(arm["cost_per_resolved_task"], money=True),
+                      "n/a" if arm["utilization"] is None else f"{arm['utilization']:.0%}", arm["price_source"])
+        for key in ("cost_per_resolved_attempt", "avg_at_k"):
+            if arm[key].get("reason"):
+                notes.append(f"{arm['arm']}: {key.replace('_', ' ')}: {arm[key]['reason']}")
+        if arm["status"] == "skipped":
+            notes.append(f"{arm['arm']}: skipped: {arm['status_reason']}")
+    console = _console()
+    console.print(table)
+    for note in notes:
+        console.print(f"[dim]{note}[/dim]")
+
+
+def _print_compare(document: dict[str, Any]) -> None:
+    _print_summary({"run_id": document["run_id"], "scenario": document.get("scenario"),
+                    "arms": document["summaries"]})
+    console = _console()
+    a, b = document["arms"]
+    verdict = "comparable" if document["comparable"] else "NOT comparable: " + "; ".join(document["differences"])
+    console.print(f"{a} vs {b} on {document['shared_tasks']} shared tasks: {verdict}")
+    rate = document["resolve_rate_difference"]
+    console.print(f"  resolve rate, {a} − {b}: {_signed(rate, pct=True)}")
+    for key, label in (("cost_per_resolved_attempt_difference", "cost per resolved attempt"),
+                       ("cost_per_resolved_task_difference", "cost per resolved task")):
+        console.print(f"  {label}, {a} − {b}: {_signed(document[key])}")
+    if document.get("mcnemar"):
+        m = document["mcnemar"]
+        console.print(f"  McNemar (one seed): {a} only {m['a_only']}, {b} only {m['b_only']}, "
+                      f"p = {m['p_value']:.3g}")
+    if document.get("breakeven"):
+        _print_breakeven(document["breakeven"])
+
+
+def _signed(entry: dict[str, Any], pct: bool = False) -> str:
+    if entry.get("value") is None:
+        return f"n/a ({entry.get('reason')})"
+    fmt = (lambda v: f"{v:+.1%}") if pct else (lambda v: f"{v:+,.4f} $")
+    ci = entry.get("ci95")
+    return fmt(entry["value"]) + (f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "")
+
+
+def _print_breakeven(document: dict[str, Any]) -> None:
+    console = _console()
+    head = f"break-even {document['self_hosted']} (self-hosted) vs {document['hosted']} (hosted)"
+    if document.get("reason") and document.get("gpu_usd_per_hour") is None and not document.get("grid"):
+        console.print(f"{head}: {document['reason']}")
+        return
+    console.print(head)
+    for key, label in (("gpu_usd_per_hour", "GPU price ($/GPU-hour) at the measured utilization"),
+                       ("utilization", "utilization needed at the lease's price"),
+                       ("monthly_attempts", "attempts per month for an always-on lease")):
+        value = document.get(key)
+        shown = "n/a" if value is None else (f"{value:.1%}" if key == "utilization" else f"{value:,.2f}")
+        console.print(f"  {label}: {shown}" + (f" ({document[key + '_reason']})" if document.get(key + "_reason")
+                                                else ""))
+    for row in document.get("grid", []):
+        cost = row["self_hosted_cost_per_resolved_attempt"]
+        console.print(f"  {row['gpu']} {row['level']:>7} ${row['gpu_usd_per_hour']:.2f}: "
+                      f"{_money(cost)} per resolved attempt, break-even utilization {row['breakeven_utilization']:.1%}")

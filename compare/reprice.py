@@ -1,0 +1,97 @@
+"""What-if repricing of a finished run: the recorded tokens, leases and sandbox seconds under another price sheet
+(another router, another GPU price, spot instead of on-demand), without touching the recorded facts. The
+result is a summary document like `leafcost summary`'s, stored in the ledger as a named scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from compare.pricing import explicit_cost_arrays, litellm_prices, litellm_revision
+from compare.spec import (LocalArm, Prices, RouterArm, RunSpec, SglangArm, SpecError, read_yaml,
+                          validate_mapping)
+from compare.summary import PriceOverrides, SummaryError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ArmPrices(_Strict):
+    """Hosted arms: `prices` (USD per 1M tokens) or `litellm_model` (that model's prices in litellm's pinned map).
+    Self-hosted arms: `usd_per_hour` (per GPU, or for the local arm's machine)."""
+
+    prices: Prices | None = None
+    litellm_model: str | None = None
+    usd_per_hour: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ArmPrices:
+        given = [k for k in ("prices", "litellm_model", "usd_per_hour") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of prices, litellm_model (hosted arms) or usd_per_hour "
+                             f"(self-hosted arms); got {', '.join(given) or 'none'}")
+        return self
+
+
+class PriceSheet(_Strict):
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    sandbox_usd_per_vcpu_hour: float | None = Field(None, ge=0)
+    arms: dict[str, ArmPrices] = Field(default_factory=dict)
+
+
+def load_price_sheet(path: Path | str) -> PriceSheet:
+    try:
+        return validate_mapping(PriceSheet, read_yaml(path), str(path),
+                                "a price sheet is a mapping (name, sandbox_usd_per_vcpu_hour, arms)")
+    except SpecError as exc:
+        raise SummaryError(str(exc)) from None
+
+
+def overrides_for(conn, run_id: str, spec: RunSpec, sheet: PriceSheet, name: str) -> PriceOverrides:
+    """The sheet checked against the run's arms, and every hosted call of a repriced arm priced again from its
+    recorded tokens (one vectorised pass per arm)."""
+    arms = {arm.name: arm for arm in spec.arms}
+    overrides = PriceOverrides(name=name, sandbox_usd_per_vcpu_hour=sheet.sandbox_usd_per_vcpu_hour,
+                               sheet=sheet.model_dump(mode="json", exclude_none=True))
+    for arm_name, entry in sheet.arms.items():
+        arm = arms.get(arm_name)
+        if arm is None:
+            raise SummaryError(f"arms.{arm_name}: run {run_id} has no such arm (its arms: {', '.join(arms)})")
+        if isinstance(arm, RouterArm):
+            if entry.usd_per_hour is not None:
+                raise SummaryError(f"arms.{arm_name}: a hosted arm is priced per token: give prices or "
+                                   "litellm_model, not usd_per_hour")
+            prices = entry.prices or litellm_prices(entry.litellm_model)
+            if prices is None:
+                raise SummaryError(f"arms.{arm_name}.litellm_model: {entry.litellm_model!r} has no price in "
+                                   f"{litellm_revision()}")
+            overrides.hosted_cost_by_episode[arm_name] = _repriced_calls(conn, run_id, arm_name, prices)
+        elif isinstance(arm, SglangArm | LocalArm):
+            if entry.usd_per_hour is None:
+                raise SummaryError(f"arms.{arm_name}: a self-hosted arm is priced by the hour: give usd_per_hour")
+            overrides.lease_usd_per_hour[arm_name] = entry.usd_per_hour
+        else:
+            raise SummaryError(f"arms.{arm_name}: the {arm.adapter} arm has no prices to change")
+    return overrides
+
+
+def _repriced_calls(conn, run_id: str, arm: str, prices: Prices) -> dict[str, float]:
+    columns = conn.execute(
+        "SELECT episode_id, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens "
+        "FROM model_calls WHERE run_id = ? AND arm = ?", [run_id, arm]).fetchnumpy()
+    if len(columns["episode_id"]) == 0:
+        return {}
+    cost = explicit_cost_arrays(prices, prompt=columns["prompt_tokens"], cached=columns["cached_tokens"],
+                                cache_write=columns["cache_write_tokens"], completion=columns["completion_tokens"],
+                                reasoning=columns["reasoning_tokens"])
+    episodes, inverse = np.unique(columns["episode_id"].astype(str), return_inverse=True)
+    sums = np.bincount(inverse, weights=cost, minlength=len(episodes))
+    return {str(e): float(s) for e, s in zip(episodes, sums)}
+
+
+def sheet_summary(sheet: PriceSheet) -> dict[str, Any]:
+    return sheet.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,362 @@
+"""A run's figures per arm: resolve rates with CIs, the full cost (tokens, GPU or CPU lease, sandbox) with where
+each dollar came from, and cost per resolved under both definitions with CIs. Read from the ledger with a few
+aggregate queries (DuckDB does the per-call work), then numpy per task; `leafcost summary`, `compare`, the
+API and the reports all print what `summarize` returns, so the numbers are the same everywhere."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from compare.costs import (
+    DEFAULT_WEIGHTS,
+    GPU_SECONDS,
+    REALTIME_TOKENS,
+    Counters,
+    Lease,
+    Work,
+    attribute_lease,
+    busy_seconds,
+    fit_weights,
+    lease_cost_usd,
+    lease_seconds,
+    marginal_cost,
+    measured_saturation_tokens_per_sec,
+    sandbox_cost_usd,
+    utilization,
+)
+from compare.ledger import RunRecord
+from compare.spec import LocalArm, RouterArm, RunSpec, SglangArm
+from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, Resampler, ratio, resolve_rates
+
+SELF_HOSTED = (SglangArm, LocalArm)
+
+
+class SummaryError(ValueError):
+    """A summary that cannot be made (unknown run or arm); the message says which."""
+
+
+@dataclass
+class PriceOverrides:
+    """A what-if: other prices for a finished run's recorded facts (see compare.reprice)."""
+
+    name: str
+    hosted_cost_by_episode: dict[str, dict[str, float]] = field(default_factory=dict)  # arm → episode → USD
+    lease_usd_per_hour: dict[str, float] = field(default_factory=dict)  # arm → per GPU / per machine
+    sandbox_usd_per_vcpu_hour: float | None = None
+    sheet: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ArmFacts:
+    """One arm's episodes as numpy columns, and what it was priced with."""
+
+    arm: str
+    spec: Any
+    status: str
+    status_reason: str | None
+    episodes: dict[str, np.ndarray]  # columns of every attempt of the arm
+    price_sources: list[str]
+    leases: list[Lease]
+    samples: Counters
+
+    @property
+    def kind(self) -> str:
+        if isinstance(self.spec, RouterArm):
+            return "hosted"
+        if isinstance(self.spec, SELF_HOSTED):
+            return "self-hosted"
+        return "oracle"
+
+
+def load_run(conn, run_id: str) -> RunRecord:
+    rows = _rows(conn, "SELECT * FROM runs WHERE run_id = ?", [run_id])
+    if not rows:
+        known = [r["run_id"] for r in _rows(conn, "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 5", [])]
+        hint = f" (recent runs: {', '.join(known)})" if known else " (this ledger has no runs)"
+        raise SummaryError(f"no run {run_id!r} in this ledger{hint}")
+    row = rows[0]
+    row["task_ids"] = json.loads(row["task_ids"])
+    row["sandbox_options"] = json.loads(row["sandbox_options"]) if row["sandbox_options"] else None
+    return RunRecord.model_validate(row)
+
+
+def load_arms(conn, run: RunRecord, spec: RunSpec, names: list[str] | None = None) -> list[ArmFacts]:
+    arm_rows = {r["arm"]: r for r in _rows(conn, "SELECT arm, status, status_reason FROM arms WHERE run_id = ?",
+                                           [run.run_id])}
+    specs = {arm.name: arm for arm in spec.arms}
+    wanted = names or [arm.name for arm in spec.arms]
+    unknown = [n for n in wanted if n not in specs]
+    if unknown:
+        raise SummaryError(f"run {run.run_id} has no arm {', '.join(map(repr, unknown))} (its arms: "
+                           f"{', '.join(specs)})")
+    episodes = conn.execute(_EPISODES_SQL, [run.run_id, run.run_id]).fetchnumpy()
+    facts = []
+    for name in wanted:
+        mask = episodes["arm"] == name
+        row = arm_rows.get(name, {"status": "not started", "status_reason": None})
+        facts.append(ArmFacts(
+            arm=name, spec=specs[name], status=row["status"], status_reason=row["status_reason"],
+            episodes={k: np.asarray(v)[mask] for k, v in episodes.items()},
+            price_sources=_price_sources(conn, run.run_id, name),
+            leases=[Lease(**{k: r[k] for k in ("kind", "hardware", "count", "usd_per_hour", "started_at",
+                                               "ended_at")})
+                    for r in _rows(conn, "SELECT * FROM gpu_leases WHERE run_id = ? AND arm = ? ORDER BY lease_id",
+                                   [run.run_id, name])],
+            samples=_samples(conn, run.run_id, name)))
+    return facts
+
+
+# Every attempt of the run with its calls' recorded cost, the router's own figure and its unpriced calls (tokens
+# used, cost None or 0.0: compare.pricing.is_unpriced), one row per episode: DuckDB does the per-call work.
+_EPISODES_SQL = """
+WITH calls AS (
+    SELECT episode_id, sum(cost_usd) AS cost, sum(router_cost_usd) AS router_cost,
+           count(router_cost_usd) AS router_calls,
+           count(*) FILTER (WHERE (cost_usd IS NULL OR cost_usd = 0) AND prompt_tokens + completion_tokens > 0
+                            AND price_source <> 'lease') AS unpriced
+    FROM model_calls WHERE run_id = ? GROUP BY episode_id)
+SELECT e.arm, e.episode_id, e.task_id, e.seed, e.attempt, e.final, coalesce(e.resolved, false) AS resolved,
+       e.infra_error, e.harness_error, coalesce(e.exit_reason, 'running') AS exit_reason,
+       coalesce(e.prompt_tokens, 0) AS prompt_tokens, coalesce(e.cached_tokens, 0) AS cached_tokens,
+       coalesce(e.completion_tokens, 0) AS completion_tokens, coalesce(e.sandbox_cpu_seconds, 0) AS cpu_seconds,
+       coalesce(e.sandbox_spec_hash, '') AS sandbox_spec_hash, coalesce(c.cost, 0) AS call_cost,
+       coalesce(c.router_cost, 0) AS router_cost, coalesce(c.router_calls, 0) AS router_calls,
+       coalesce(c.unpriced, 0) AS unpriced
+FROM episodes AS e LEFT JOIN calls AS c USING (episode_id)
+WHERE e.run_id = ? ORDER BY e.arm, e.task_id, e.seed, e.attempt
+"""
+
+
+def _price_sources(conn, run_id: str, arm: str) -> list[str]:
+    rows = conn.execute("SELECT DISTINCT price_source FROM model_calls WHERE run_id = ? AND arm = ? AND "
+                        "price_source IS NOT NULL ORDER BY 1", [run_id, arm]).fetchall()
+    return [r[0] for r in rows]
+
+
+def _samples(conn, run_id: str, arm: str) -> Counters:
+    """The server counters the cost model reads (compare.costs), not the histograms and gauges beside them,
+    grouped by sample name and ordered by time in the query."""
+    rows = conn.execute(
+        "SELECT metric, list(epoch(taken_at) ORDER BY taken_at), list(value ORDER BY taken_at) FROM server_samples "
+        "WHERE run_id = ? AND arm = ? AND "
+        f"({' OR '.join(f'starts_with(metric, {name!r})' for name in (GPU_SECONDS, REALTIME_TOKENS))}) "
+        "GROUP BY metric", [run_id, arm]).fetchall()
+    return Counters({metric: (np.array(seconds, dtype=np.float64), np.array(values, dtype=np.float64))
+                     for metric, seconds, values in rows})
+
+
+def summarize(conn, run_id: str, *, arms: list[str] | None = None, resamples: int = DEFAULT_RESAMPLES,
+              seed: int = DEFAULT_SEED, overrides: PriceOverrides | None = None,
+              now: datetime | None = None) -> dict[str, Any]:
+    """The `leafcost summary --json` document (see the README for every field)."""
+    run = load_run(conn, run_id)
+    spec = run.spec()
+    facts = load_arms(conn, run, spec, arms)
+    sandbox_price = spec.costs.sandbox_usd_per_vcpu_hour
+    if overrides is not None and overrides.sandbox_usd_per_vcpu_hour is not None:
+        sandbox_price = overrides.sandbox_usd_per_vcpu_hour
+    now = now or datetime.now(timezone.utc)
+    document = {"run_id": run.run_id, "run_status": run.status, "task_order": run.task_ids, "seeds": run.seeds,
+                "sandbox_usd_per_vcpu_hour": sandbox_price,
+                "bootstrap": {"resamples": resamples, "seed": seed, "unit": "task"},
+                "scenario": overrides.name if overrides is not None else None,
+                "arms": [arm_summary(f, sandbox_price, resamples=resamples, seed=seed, overrides=overrides, now=now)
+                         for f in facts]}
+    return document
+
+
+@dataclass
+class ArmTables:
+    """Per task (in the arm's task order): seeds finished, resolved, total cost, and the cost parts."""
+
+    tasks: list[str]
+    n: np.ndarray
+    c: np.ndarray
+    cost: np.ndarray
+
+
+def arm_summary(facts: ArmFacts, sandbox_price: float, *, resamples: int, seed: int,
+                overrides: PriceOverrides | None = None, now: datetime | None = None) -> dict[str, Any]:
+    summary, _ = arm_summary_with_tables(facts, sandbox_price, resamples=resamples, seed=seed, overrides=overrides,
+                                         now=now)
+    return summary
+
+
+def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples: int, seed: int,
+                            overrides: PriceOverrides | None = None, now: datetime | None = None
+                            ) -> tuple[dict[str, Any], ArmTables]:
+    e = facts.episodes
+    episode_ids = [str(x) for x in e["episode_id"]]
+    finals = e["final"].astype(bool)
+    tasks = sorted({str(t) for t in e["task_id"][finals]})
+    index = {t: i for i, t in enumerate(tasks)}
+    in_tasks = np.array([str(t) in index for t in e["task_id"]], dtype=bool)
+    task_of = np.array([index.get(str(t), -1) for t in e["task_id"]], dtype=np.int64)
+    n = np.bincount(task_of[finals], minlength=len(tasks))
+    c = np.bincount(task_of[finals & e["resolved"].astype(bool)], minlength=len(tasks))
+
+    token_cost, router_cost, unpriced = _token_costs(facts, episode_ids, overrides)
+    sandbox = np.array([sandbox_cost_usd(float(s), sandbox_price) for s in e["cpu_seconds"]])
+    lease_part = _lease_parts(facts, episode_ids, e, overrides, now)
+    per_episode = token_cost + lease_part["attributed"] + sandbox
+    cost_by_task = np.bincount(task_of[in_tasks], weights=per_episode[in_tasks], minlength=len(tasks))
+
+    attempts = int(finals.sum())
+    indices = shared_resampler(len(tasks), resamples, seed)
+    rates = resolve_rates(n, c, indices) if tasks else None
+    priced = unpriced == 0
+    no_cost = None if priced else f"{unpriced} hosted calls are unpriced (no price for their model): no cost number"
+    total = float(per_episode.sum()) if priced else None
+    summary: dict[str, Any] = {
+        "arm": facts.arm, "kind": facts.kind, "adapter": facts.spec.adapter, "model": facts.spec.model,
+        "status": facts.status, "status_reason": facts.status_reason,
+        "tasks": len(tasks), "seeds": int(n.max()) if len(n) else 0, "attempts": attempts,
+        "attempts_including_retries": int(len(episode_ids)),
+        "resolved_attempts": int(c.sum()), "resolved_tasks": int((c > 0).sum()),
+        "avg_at_k": _json(rates["avg_at_k"]) if rates else _none("no finished episodes"),
+        "pass_at_k": {str(k): _json(v) for k, v in rates["pass_at_k"].items()} if rates else {},
+        "pass_hat_k": {str(k): _json(v) for k, v in rates["pass_hat_k"].items()} if rates else {},
+        **_error_rates(e, finals),
+        "cost_usd": {"total": total, "tokens": float(token_cost.sum()) if priced else None,
+                     "gpu": float(lease_part["attributed"].sum()), "sandbox": float(sandbox.sum())},
+        "cost_per_resolved_attempt": _cost_per_resolved(cost_by_task, c, indices, no_cost, "no resolved attempts"),
+        "cost_per_resolved_task": _cost_per_resolved(cost_by_task, (c > 0).astype(float), indices, no_cost,
+                                                     "no task resolved"),
+        "utilization": lease_part["utilization"],
+        "price_source": _price_source(facts, overrides),
+        "unpriced_calls": int(unpriced),
+        "router_reported_cost_usd": router_cost,
+        "lease": lease_part["detail"],
+        "sandbox_cpu_seconds": float(e["cpu_seconds"].sum()),
+    }
+    return summary, ArmTables(tasks=tasks, n=n, c=c, cost=cost_by_task)
+
+
+@lru_cache(maxsize=8)
+def shared_resampler(n_tasks: int, resamples: int, seed: int) -> Resampler:
+    """One resampler per task count: arms over the same tasks reuse its draws (the costly part of a summary)."""
+    return Resampler(n_tasks, resamples, seed)
+
+
+def _token_costs(facts: ArmFacts, episode_ids: list[str], overrides: PriceOverrides | None
+                 ) -> tuple[np.ndarray, float | None, int]:
+    """Per episode: the hosted calls' cost (recorded, or repriced), the router's own total, unpriced calls."""
+    e = facts.episodes
+    repriced = overrides.hosted_cost_by_episode.get(facts.arm) if overrides is not None else None
+    if repriced is not None:
+        costs, unpriced = np.array([repriced.get(eid, 0.0) for eid in episode_ids]), 0
+    else:
+        costs, unpriced = e["call_cost"].astype(np.float64), int(e["unpriced"].sum())
+    router = float(e["router_cost"].sum()) if int(e["router_calls"].sum()) else None
+    return costs, router, unpriced
+
+
+def _lease_parts(facts: ArmFacts, episode_ids: list[str], e: dict[str, np.ndarray],
+                 overrides: PriceOverrides | None, now: datetime | None) -> dict[str, Any]:
+    """A self-hosted arm's leases attributed to its episodes by weighted work (fully loaded), with the marginal
+    cost at saturation and the utilization beside it."""
+    attributed = np.zeros(len(episode_ids))
+    if not facts.leases:
+        return {"attributed": attributed, "utilization": None, "detail": None}
+    price = overrides.lease_usd_per_hour.get(facts.arm) if overrides is not None else None
+    leases = [lease.model_copy(update={"usd_per_hour": price}) if price is not None else lease
+              for lease in facts.leases]
+    works = {eid: Work(uncached_prefill=int(p - ca), cached_prefill=int(ca), decode=int(co))
+             for eid, p, ca, co in zip(episode_ids, e["prompt_tokens"], e["cached_tokens"], e["completion_tokens"])}
+    weights = fit_weights(facts.samples) or DEFAULT_WEIGHTS
+    total = sum(lease_cost_usd(lease, now) for lease in leases)
+    shares = attribute_lease(total, works, weights)
+    attributed = np.array([shares.get(eid, 0.0) for eid in episode_ids])
+    busy = busy_seconds(facts.samples)
+    util = utilization(busy, leases[0], now) if len(leases) == 1 else None
+    seconds = sum(lease_seconds(lease, now) for lease in leases)
+    # the marginal cost's $/s: every lease's GPUs (leases of one arm follow one another, e.g. after a resume)
+    usd_per_second = total / seconds if seconds else 0.0
+    saturation = getattr(getattr(facts.spec, "gpu", None), "saturation_tokens_per_sec", None)
+    saturation_source = "spec" if saturation else None
+    if saturation is None:
+        saturation = measured_saturation_tokens_per_sec(facts.samples)
+        saturation_source = "measured from server samples" if saturation else None
+    marginal = None
+    if saturation:
+        marginal = float(sum(marginal_cost(works, weights, usd_per_second=usd_per_second,
+                                           saturation_tokens_per_sec=saturation).values()))
+    detail = {"kind": leases[0].kind, "hardware": leases[0].hardware, "count": leases[0].count,
+              "usd_per_hour": leases[0].usd_per_hour, "seconds": seconds, "cost_usd": total,
+              "fully_loaded_usd": total, "marginal_usd": marginal,
+              "saturation_tokens_per_sec": saturation, "saturation_source": saturation_source,
+              "busy_seconds": busy, "weights": weights.model_dump(),
+              "open": any(lease.ended_at is None for lease in leases)}
+    if util is None:
+        detail["utilization_reason"] = ("the server exported no gpu_execution_seconds_total (SGLang with "
+                                        "--enable-metrics and its device timer has it; llama.cpp has no busy-time "
+                                        "counter)" if busy is None else "several leases: see busy_seconds")
+    if marginal is None:
+        detail["marginal_reason"] = ("no saturation throughput: set gpu.saturation_tokens_per_sec or enable the "
+                                     "server's metrics")
+    return {"attributed": attributed, "utilization": util, "detail": detail}
+
+
+def _error_rates(e: dict[str, np.ndarray], finals: np.ndarray) -> dict[str, float | None]:
+    count = int(finals.sum())
+    if not count:
+        return {"harness_error_rate": None, "infra_error_rate": None, "parser_misconfigured_rate": None}
+    reasons = e["exit_reason"][finals]
+    return {"harness_error_rate": float(e["harness_error"][finals].astype(bool).mean()),
+            "infra_error_rate": float(e["infra_error"][finals].astype(bool).mean()),
+            "parser_misconfigured_rate": float((reasons == "parser_misconfigured").mean())}
+
+
+def _cost_per_resolved(cost_by_task: np.ndarray, denominator: np.ndarray, indices, no_cost: str | None,
+                       nothing: str) -> dict[str, Any]:
+    if no_cost:
+        return _none(no_cost)
+    if len(cost_by_task) == 0:
+        return _none("no finished episodes")
+    return _json(ratio(cost_by_task, denominator.astype(float), indices, nothing=nothing))
+
+
+def _price_source(facts: ArmFacts, overrides: PriceOverrides | None) -> str:
+    if overrides is not None and (facts.arm in overrides.hosted_cost_by_episode
+                                  or facts.arm in overrides.lease_usd_per_hour):
+        return f"scenario {overrides.name}"
+    if facts.kind == "self-hosted":
+        return "lease"
+    if facts.kind == "oracle":
+        return "none (sandbox only)"
+    sources = [s for s in facts.price_sources if s != "lease"]
+    return "+".join(sources) if sources else ("explicit" if facts.spec.prices is not None else "litellm")
+
+
+def _json(estimate: Estimate) -> dict[str, Any]:
+    return estimate.as_json()
+
+
+def _none(reason: str) -> dict[str, Any]:
+    return {"value": None, "ci95": None, "reason": reason}
+
+
+def _rows(conn, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    result = conn.execute(sql, params)
+    names = [d[0] for d in result.description or []]
+    return [dict(zip(names, row)) for row in result.fetchall()]
+
+
+def dumps(document: dict[str, Any]) -> str:
+    """The one JSON rendering of every summary document (CLI and API print exactly this)."""
+    return json.dumps(document, indent=2, ensure_ascii=False, default=_default) + "\n"
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot render {type(value).__name__} as JSON")
+
