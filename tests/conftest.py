@@ -102,3 +102,62 @@ def litellm_proxy():
     yield start
     for proxy in started:
         proxy.stop()
+
+
+@pytest.fixture(scope="session")
+def four_arm_run(tmp_path_factory):
+    """A finished run in a real ledger: `frognano` (SGLang, scripted, an H200 lease and metrics), `hosted` (litellm
+    to a scripted OpenAI server, explicit prices), `unpriced` (a hosted model without a price, temperature 0) and
+    `oracle`, over calc-a and calc-b (solvable) and calc-c (not), two seeds. Returns (db, run_id)."""
+    import asyncio
+
+    from adapters.scripted_server import ScriptedServer
+    from compare.ledger import Ledger
+    from compare.runner import Runner
+    from compare.spec import parse_run_spec
+
+    root = tmp_path_factory.mktemp("four-arm-run")
+    tasks = root / "tasks"
+    _write_calc_task(tasks / "calc-a", "a - b")
+    _write_calc_task(tasks / "calc-b", "a - b")
+    _write_calc_task(tasks / "calc-c", "b - a")  # the model's edit (and the oracle's sed) cannot fix this one
+    db = root / "ledger.duckdb"
+    with pytest.MonkeyPatch.context() as env, ScriptedServer(SOLVE_SCRIPT) as sglang, ScriptedServer(SOLVE_SCRIPT) as openai:
+        env.setenv("LEAFCOST_TEST_SUMMARY_KEY", "sk-test-summary-key-0001")
+        spec = parse_run_spec({
+            "name": "sum", "suite": str(tasks), "seeds": 2, "workers": 4, "max_attempts": 1,
+            "budgets": {"max_steps": 4, "time_budget_sec": 120},
+            "arms": [{"name": "frognano", "adapter": "sglang", "model": "frognano-4b", "base_url": sglang.base_url,
+                      "max_retries": 0, "gpu": {"type": "H200", "usd_per_hour": 3.5}, "metrics_interval_sec": 0.2},
+                     {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": openai.base_url,
+                      "api_key_env": "LEAFCOST_TEST_SUMMARY_KEY", "max_retries": 0,
+                      "prices": {"input": 1.25, "output": 10.0, "cached_input": 0.125}},
+                     {"name": "unpriced", "adapter": "router", "model": "no-price-anywhere", "base_url":
+                      openai.base_url, "api_key_env": "LEAFCOST_TEST_SUMMARY_KEY", "max_retries": 0,
+                      "allow_unpriced": True, "sampling": {"temperature": 0.0}},
+                     {"name": "oracle", "adapter": "oracle"}]})
+        ledger = Ledger.open(db)
+        try:
+            summary = asyncio.run(Runner(spec, ledger, db_path=db).run())
+        finally:
+            ledger.close()
+    assert summary.status == "finished"
+    return db, summary.run_id
+
+
+def _write_calc_task(path: Path, body: str) -> None:
+    """A calculator task whose add() returns `body`."""
+    files = {
+        "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60\n[agent]\ntimeout_sec = 120\n'
+                     "[environment]\ncpus = 1\nmemory_mb = 512\n",
+        "instruction.md": "calc.add(2, 3) should return 5.\n",
+        "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\n",
+        "environment/repo/calc.py": f"def add(a, b):\n    return {body}\n",
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\nif python3 -c 'import calc; assert calc.add(2, 3) "
+                         "== 5'; then echo 1 > /logs/verifier/reward.txt\n"
+                         "else echo 0 > /logs/verifier/reward.txt; fi\n",
+        "solution/solve.sh": "sed -i 's/a - b/a + b/' calc.py\n",
+    }
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)

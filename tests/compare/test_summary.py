@@ -1,11 +1,9 @@
-"""`leafcost summary`, `compare`, `reprice` and `breakeven` on a real run: the runner drives a scripted SGLang
-server, a hosted arm through litellm against a scripted OpenAI server, an unpriced hosted arm and the oracle
-over three small tasks (two solvable, one not) with two seeds; every figure is checked against numbers computed
-by hand or read back from the ledger with SQL."""
+"""`leafcost summary`, `compare`, `reprice` and `breakeven` on a real run (conftest's `four_arm_run`: a scripted
+SGLang arm, a hosted arm through litellm, an unpriced hosted arm and the oracle over three small tasks, two
+solvable, with two seeds); every figure is checked against numbers computed by hand or read back with SQL."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -14,11 +12,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from adapters.scripted_server import ScriptedServer
-from compare.ledger import Ledger
-from compare.runner import Runner
-from compare.spec import parse_run_spec
-from conftest import SOLVE_SCRIPT as SOLVE
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 # Per episode at $1.25 / $10 / $0.125 per 1M: 300·1.25 + 40·10 + 80·1.25 + 300·0.125 + 6·10 = 972.5 µ$
@@ -26,51 +19,8 @@ HOSTED_EPISODE_USD = 972.5e-6
 
 
 @pytest.fixture(scope="module")
-def ledger_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("summary")
-    tasks = root / "tasks"
-    _write_task(tasks / "calc-a", "a - b")
-    _write_task(tasks / "calc-b", "a - b")
-    _write_task(tasks / "calc-c", "b - a")  # the model's edit (and the oracle's sed) cannot fix this one
-    db = root / "ledger.duckdb"
-    with pytest.MonkeyPatch.context() as env, ScriptedServer(SOLVE) as sglang, ScriptedServer(SOLVE) as openai:
-        env.setenv("LEAFCOST_TEST_SUMMARY_KEY", "sk-test-summary-key-0001")
-        spec = parse_run_spec({
-            "name": "sum", "suite": str(tasks), "seeds": 2, "workers": 4, "max_attempts": 1,
-            "budgets": {"max_steps": 4, "time_budget_sec": 120},
-            "arms": [{"name": "frognano", "adapter": "sglang", "model": "frognano-4b", "base_url": sglang.base_url,
-                      "max_retries": 0, "gpu": {"type": "H200", "usd_per_hour": 3.5}, "metrics_interval_sec": 0.2},
-                     {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": openai.base_url,
-                      "api_key_env": "LEAFCOST_TEST_SUMMARY_KEY", "max_retries": 0,
-                      "prices": {"input": 1.25, "output": 10.0, "cached_input": 0.125}},
-                     {"name": "unpriced", "adapter": "router", "model": "no-price-anywhere", "base_url":
-                      openai.base_url, "api_key_env": "LEAFCOST_TEST_SUMMARY_KEY", "max_retries": 0,
-                      "allow_unpriced": True, "sampling": {"temperature": 0.0}},
-                     {"name": "oracle", "adapter": "oracle"}]})
-        ledger = Ledger.open(db)
-        try:
-            summary = asyncio.run(Runner(spec, ledger, db_path=db).run())
-        finally:
-            ledger.close()
-    assert summary.status == "finished"
-    return db, summary.run_id
-
-
-def _write_task(path: Path, body: str) -> None:
-    files = {
-        "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60\n[agent]\ntimeout_sec = 120\n'
-                     "[environment]\ncpus = 1\nmemory_mb = 512\n",
-        "instruction.md": "calc.add(2, 3) should return 5.\n",
-        "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\n",
-        "environment/repo/calc.py": f"def add(a, b):\n    return {body}\n",
-        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\nif python3 -c 'import calc; assert calc.add(2, 3) "
-                         "== 5'; then echo 1 > /logs/verifier/reward.txt\n"
-                         "else echo 0 > /logs/verifier/reward.txt; fi\n",
-        "solution/solve.sh": "sed -i 's/a - b/a + b/' calc.py\n",
-    }
-    for name, text in files.items():
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        (path / name).write_text(text)
+def ledger_run(four_arm_run):
+    return four_arm_run
 
 
 def leafcost(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
