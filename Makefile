@@ -20,6 +20,7 @@ system-deps:
 	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
 	command -v prlimit >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	[ -x /usr/bin/python3 ] || missing="$$missing python3"; \
 	$(PYTHON) -c 'import ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \

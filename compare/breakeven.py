@@ -65,6 +65,14 @@ def breakeven(self_hosted: dict[str, Any], hosted: dict[str, Any], *, gpu_usd_pe
     return out
 
 
+def breakeven_if_applicable(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What `compare` adds for two arms: the break-even when one is self-hosted and the other hosted."""
+    kinds = {s["kind"]: s for s in summaries}
+    if set(kinds) != {"self-hosted", "hosted"}:
+        return None
+    return breakeven(kinds["self-hosted"], kinds["hosted"])
+
+
 def _cost(p: float, u: float, k: int, b: float, s: float, r: float) -> float:
     return (p * k * b / (3600 * u) + s) / r
 

@@ -7,26 +7,22 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
+
+from compare.cli_common import DbOption, JsonOption, fail
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Cost per resolved coding task: self-hosted vs hosted models on the same Leaf episodes.")
 
 WorkersOption = Annotated[int, typer.Option("--workers", "-w", min=1, help="tasks run in parallel")]
-JsonOption = Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")]
 UnsafeOption = Annotated[bool, typer.Option(
     "--unsafe-no-isolation", help="run tools in a plain subprocess without bubblewrap (results are marked)")]
 BaseRootOption = Annotated[str, typer.Option(
     "--base-root", help="'host' (the host's /usr, /etc, ...) or a root directory, bound read-only")]
 BindOption = Annotated[list[str] | None, typer.Option(
     "--bind-ro", help="extra directory bound read-only at the same path (e.g. a toolchain under a home dir)")]
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"leafcost: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def sandbox_options(base_root: str, bind_ro: list[str] | None, unsafe: bool):
@@ -61,10 +57,6 @@ def validate(
     """Prove every task solvable (oracle resolves) and not solved by doing nothing (empty run fails)."""
     report = _validate(suite, workers, repos, sandbox_options(base_root, bind_ro, unsafe_no_isolation), as_json)
     raise typer.Exit(0 if report.invalid == 0 else 1)
-
-
-DbOption = Annotated[Path | None, typer.Option(
-    "--db", help="the ledger file (default $LEAFCOST_DB or ./leafcost.duckdb)")]
 
 
 @app.command()
@@ -256,11 +248,15 @@ if __name__ == "__main__":
 
 
 def _register_results_commands() -> None:
-    """The figures of a run live in their own module (cli_results); they are commands of this app."""
-    from compare import cli_results
+    """The figures of a run (cli_results), the report files (reports/, which renders what compare computes)
+    and the API server are commands of this app: the CLI is where the packages meet."""
+    from compare import cli_results, serve
+    from reports import cli as reports_cli
 
-    for command in (cli_results.summary, cli_results.compare, cli_results.reprice, cli_results.breakeven):
+    for command in (cli_results.summary, cli_results.compare, cli_results.reprice, cli_results.breakeven,
+                    reports_cli.report):
         app.command(command.__name__)(command)
+    app.command("serve")(serve.main)
 
 
 _register_results_commands()

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from compare.cli import DbOption, JsonOption, fail
+from compare.cli_common import DbOption, JsonOption, fail
 
 ResamplesOption = Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples over tasks")]
 SeedOption = Annotated[int, typer.Option("--seed", help="bootstrap seed (same seed, same intervals)")]
@@ -50,6 +50,7 @@ def compare(
 ) -> None:
     """Two arms on their shared tasks: the fairness verdict, paired bootstrap differences of resolve rate and
     cost per resolved, McNemar's test with one seed, and the break-even when one arm is self-hosted."""
+    from compare.breakeven import breakeven_if_applicable
     from compare.comparison import compare_arms
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
@@ -58,7 +59,7 @@ def compare(
     document = _with_connection(db, lambda conn: compare_arms(conn, run_id, names[0], names[1],
                                                               allow_mismatch=allow_mismatch, resamples=resamples,
                                                               seed=seed))
-    document["breakeven"] = _breakeven_if_applicable(document["summaries"])
+    document["breakeven"] = breakeven_if_applicable(document["summaries"])
     _emit(document, as_json, _print_compare)
 
 
@@ -160,15 +161,6 @@ def _stored_scenario(db: Path | None, run_id: str, scenario: str) -> dict[str, A
                                "make one with leafcost reprice)")
         return json.loads(rows[0][0])
     return _with_connection(db, read)
-
-
-def _breakeven_if_applicable(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
-    from compare.breakeven import breakeven as compute
-
-    kinds = {s["kind"]: s for s in summaries}
-    if set(kinds) != {"self-hosted", "hosted"}:
-        return None
-    return compute(kinds["self-hosted"], kinds["hosted"])
 
 
 def _emit(document: dict[str, Any], as_json: bool, printer) -> None:

@@ -177,9 +177,8 @@ def _litellm_entry(model: str) -> dict | None:
 
 @lru_cache(maxsize=1)
 def litellm_revision() -> str:
-    import litellm
-
-    return f"litellm {litellm.__version__ if hasattr(litellm, '__version__') else _litellm_version()} local map"
+    """The price table's revision: the pinned litellm release whose bundled map is used (no import needed)."""
+    return f"litellm {_litellm_version()} local map"
 
 
 def _litellm_version() -> str:

@@ -221,6 +221,9 @@ class Runner:
         return start
 
     async def _stop_arms(self, status: str) -> None:
+        for name in self.progress:  # arms without an adapter (the oracle) end with the run too
+            if name not in self.adapters and name not in self.skip_arms:
+                await self.ledger.update_arm(self.run_id, name, status=status, ended_at=utcnow())
         for name, adapter in list(self.adapters.items()):
             sample = await _quietly(adapter.sample_metrics())
             if sample is not None:

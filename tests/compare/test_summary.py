@@ -39,6 +39,7 @@ def test_summary_has_every_figure_of_the_contract(ledger_run):
     document = json.loads(leafcost("summary", run_id, "--db", str(db), "--json").stdout)
     arms = {arm["arm"]: arm for arm in document["arms"]}
     assert list(arms) == ["frognano", "hosted", "unpriced", "oracle"]
+    assert {arm["status"] for arm in arms.values()} == {"finished"}
     hosted = arms["hosted"]
     for key in ("tasks", "seeds", "attempts", "resolved_attempts", "resolved_tasks", "avg_at_k", "pass_at_k",
                 "pass_hat_k", "harness_error_rate", "infra_error_rate", "cost_usd", "cost_per_resolved_attempt",

@@ -1,0 +1,290 @@
+"""The web page `leafcost serve` shows at `/`: the run list, a run's page (one row per arm with its error bars,
+the cost-vs-resolve-rate chart with the Pareto frontier, the cost breakdown, the break-even panel and the
+episode table) and an episode's trajectory. Rendered on the server from the same documents the API serves
+(compare.summary, compare.breakeven): no JavaScript, nothing fetched from elsewhere, so it works offline."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from html import escape
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import HTMLResponse
+
+from compare.breakeven import breakeven
+from compare.ledger import LedgerBusy, LedgerError, connect_read_only
+from compare.summary import SummaryError, summarize
+from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg
+
+EPISODES_PER_PAGE = 100
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1280px;color:#1d2430;padding:0 16px}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px}a{color:#1a5fb4}
+table{border-collapse:collapse;width:100%;margin:8px 0}th,td{border-bottom:1px solid #dde1e6;padding:5px 8px;
+text-align:left;vertical-align:top}th{background:#f3f5f7;font-weight:600}td.num{text-align:right;
+font-variant-numeric:tabular-nums;white-space:nowrap}.ci{color:#5c6773;font-size:12px}.note{color:#5c6773}
+.charts{display:flex;flex-wrap:wrap;gap:24px}.charts svg{max-width:100%;height:auto}
+pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:8px;border-radius:4px;margin:4px 0}
+.step{border-left:3px solid #c6cdd5;padding-left:10px;margin:12px 0}
+"""
+
+
+def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]] | None = None) -> APIRouter:
+    """The page's routes. `summaries(run_id)` gives a run's summary document (the API passes its cached one, so
+    the page and the API show the same numbers); by default it is computed from the ledger."""
+    db_path = Path(db_path)
+    router = APIRouter(include_in_schema=False)
+
+    def summary_of(run_id: str) -> dict[str, Any]:
+        if summaries is not None:
+            return summaries(run_id)
+        return _read(db_path, lambda conn: summarize(conn, run_id))
+
+    @router.get("/", response_class=HTMLResponse)
+    def run_list() -> str:
+        runs = _read(db_path, lambda conn: _rows(conn, "SELECT run_id, name, status, created_at, suite, seeds, "
+                                                       "json_array_length(task_ids) AS tasks FROM runs "
+                                                       "ORDER BY created_at DESC"))
+        rows = "".join(
+            f"<tr><td><a href=\"/run/{escape(r['run_id'])}\">{escape(r['run_id'])}</a></td>"
+            f"<td>{escape(r['status'])}</td><td>{escape(str(r['suite']))}</td>"
+            f"<td class=num>{r['tasks']}</td><td class=num>{r['seeds']}</td>"
+            f"<td>{escape(str(r['created_at'])[:19])}</td></tr>" for r in runs)
+        body = (f"<h1>leafcost runs</h1><p class=note>ledger {escape(str(db_path))}</p>"
+                "<table id=runs><tr><th>run</th><th>status</th><th>suite</th><th>tasks</th><th>seeds</th>"
+                f"<th>created (UTC)</th></tr>{rows}</table>"
+                + ("" if runs else "<p>No runs yet: <code>leafcost demo</code> or <code>leafcost run</code>.</p>"))
+        return _page("leafcost runs", body)
+
+    @router.get("/run/{run_id}", response_class=HTMLResponse)
+    def run_page(run_id: str, arm: str | None = None, offset: int = Query(0, ge=0)) -> str:
+        document = _or_404(lambda: summary_of(run_id))
+        episodes, total = _read(db_path, lambda conn: _episodes(conn, run_id, arm, offset))
+        body = (f"<h1>Run {escape(run_id)}</h1><p class=note>status {escape(str(document.get('run_status')))}, "
+                f"{len(document['task_order'])} tasks × {document['seeds']} seeds; 95 % intervals from "
+                f"{document['bootstrap']['resamples']:,} bootstrap resamples over tasks; sandbox "
+                f"${document['sandbox_usd_per_vcpu_hour']}/vCPU-hour · <a href=\"/runs/{escape(run_id)}/summary\">"
+                "JSON</a> · <a href=\"/\">all runs</a></p>"
+                + _arm_table(document) + _notes(document)
+                + "<h2>Cost per resolved attempt against resolve rate</h2><div class=charts>"
+                + cost_vs_resolve_svg(document) + cost_breakdown_svg(document) + "</div>"
+                + _breakeven_panel(document)
+                + _episode_table(run_id, episodes, total, arm, offset))
+        return _page(f"leafcost {run_id}", body)
+
+    @router.get("/run/{run_id}/episode/{episode_id:path}", response_class=HTMLResponse)
+    def episode_page(run_id: str, episode_id: str) -> str:
+        row, calls = _read(db_path, lambda conn: _episode(conn, run_id, episode_id))
+        if row is None:
+            raise HTTPException(404, f"run {run_id} has no episode {episode_id!r}")
+        return _page(f"leafcost {episode_id}", _trajectory(run_id, row, calls))
+
+    return router
+
+
+def _read(db_path: Path, compute: Callable[[Any], Any]) -> Any:
+    try:
+        conn = connect_read_only(db_path)
+    except LedgerBusy as exc:
+        raise HTTPException(503, str(exc)) from None
+    except LedgerError as exc:
+        raise HTTPException(404, str(exc)) from None
+    try:
+        return compute(conn)
+    finally:
+        conn.close()
+
+
+def _or_404(compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return compute()
+    except SummaryError as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+def _rows(conn, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    result = conn.execute(sql, params or [])
+    names = [d[0] for d in result.description or []]
+    return [dict(zip(names, row)) for row in result.fetchall()]
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
+            f"<meta name=viewport content=\"width=device-width,initial-scale=1\"><style>{STYLE}</style></head>"
+            f"<body>{body}</body></html>")
+
+
+def _value(entry: dict[str, Any] | None, kind: str) -> str:
+    """A cell with the raw number in `data-value` (what the browser test compares with the API) and the CI."""
+    value = (entry or {}).get("value")
+    if value is None:
+        reason = (entry or {}).get("reason") or "no number"
+        return f"<td class=num data-value=\"\" title=\"{escape(reason)}\">n/a</td>"
+    shown = _fmt(value, kind)
+    ci = entry.get("ci95")
+    ci_text = f"<br><span class=ci>[{_fmt(ci[0], kind)}, {_fmt(ci[1], kind)}]</span>" if ci else ""
+    return f"<td class=num data-value=\"{value!r}\">{shown}{ci_text}</td>"
+
+
+def _fmt(value: float, kind: str) -> str:
+    return f"{value:.1%}" if kind == "rate" else f"${value:,.4f}"
+
+
+def _money_cell(value: float | None) -> str:
+    return "<td class=num data-value=\"\">n/a</td>" if value is None else \
+        f"<td class=num data-value=\"{value!r}\">${value:,.4f}</td>"
+
+
+def _arm_table(document: dict[str, Any]) -> str:
+    head = ("<tr><th>arm</th><th>kind</th><th>model</th><th>tasks × seeds</th><th>resolved</th>"
+            "<th>resolve rate (Avg@k)</th><th>cost per resolved attempt</th><th>cost per resolved task</th>"
+            "<th>total</th><th>tokens</th><th>GPU / machine</th><th>sandbox</th><th>utilization</th>"
+            "<th>harness / infra errors</th><th>prices</th></tr>")
+    rows = []
+    for arm in document["arms"]:
+        cost = arm["cost_usd"]
+        utilization = "n/a" if arm["utilization"] is None else f"{arm['utilization']:.1%}"
+        errors = ("n/a" if arm["harness_error_rate"] is None else
+                  f"{arm['harness_error_rate']:.1%} / {arm['infra_error_rate']:.1%}")
+        rows.append(
+            f"<tr class=arm data-arm=\"{escape(arm['arm'])}\"><td>{escape(arm['arm'])}</td>"
+            f"<td>{escape(arm['kind'])}</td><td>{escape(arm['model'] or '-')}</td>"
+            f"<td class=num>{arm['tasks']} × {arm['seeds']}</td>"
+            f"<td class=num>{arm['resolved_attempts']}/{arm['attempts']}</td>"
+            + _value(arm["avg_at_k"], "rate") + _value(arm["cost_per_resolved_attempt"], "usd")
+            + _value(arm["cost_per_resolved_task"], "usd") + _money_cell(cost["total"])
+            + _money_cell(cost["tokens"]) + _money_cell(cost["gpu"]) + _money_cell(cost["sandbox"])
+            + f"<td class=num>{utilization}</td><td class=num>{errors}</td>"
+            f"<td>{escape(arm['price_source'])}</td></tr>")
+    return f"<h2>Arms</h2><table id=arms>{head}{''.join(rows)}</table>"
+
+
+def _notes(document: dict[str, Any]) -> str:
+    notes = []
+    for arm in document["arms"]:
+        if arm["status"] == "skipped":
+            notes.append(f"{arm['arm']}: skipped: {arm['status_reason']}")
+        for key in ("avg_at_k", "cost_per_resolved_attempt", "cost_per_resolved_task"):
+            if (arm.get(key) or {}).get("reason"):
+                notes.append(f"{arm['arm']}: {key.replace('_', ' ')}: {arm[key]['reason']}")
+    items = "".join(f"<li>{escape(note)}</li>" for note in notes)
+    return f"<ul class=note>{items}</ul>" if items else ""
+
+
+def _breakeven_panel(document: dict[str, Any]) -> str:
+    arms = document["arms"]
+    pairs = [(s, h) for s, h in product(arms, arms) if s["kind"] == "self-hosted" and h["kind"] == "hosted"]
+    if not pairs:
+        return ("<h2>Break-even</h2><p class=note>No self-hosted and hosted arm pair in this run.</p>")
+    parts = ["<h2>Break-even</h2>"]
+    for s, h in pairs:
+        result = breakeven(s, h)
+        head = f"<h3>{escape(s['arm'])} (self-hosted) against {escape(h['arm'])} (hosted)</h3>"
+        if result.get("gpu_usd_per_hour") is None and not result.get("grid"):
+            parts.append(head + f"<p class=note>{escape(result.get('reason') or 'no number')}</p>")
+            continue
+        lines = [("GPU price at the measured utilization", result.get("gpu_usd_per_hour"), "$/GPU-hour"),
+                 ("utilization needed at the lease's price", result.get("utilization"), "share"),
+                 ("attempts per month for an always-on lease", result.get("monthly_attempts"), "attempts")]
+        items = "".join(f"<li>{escape(label)}: " + ("n/a" if v is None else
+                        f"{v:.1%}" if unit == "share" else f"{v:,.2f} {unit}") + "</li>" for label, v, unit in lines)
+        grid = "".join(f"<tr><td>{g['gpu']} {g['level']}</td><td class=num>${g['gpu_usd_per_hour']:.2f}</td>"
+                       f"<td class=num>{_opt_money(g['self_hosted_cost_per_resolved_attempt'])}</td>"
+                       f"<td class=num>{g['breakeven_utilization']:.1%}</td></tr>" for g in result["grid"])
+        parts.append(head + f"<ul>{items}</ul><table class=grid><tr><th>GPU</th><th>$/GPU-hour</th>"
+                     "<th>self-hosted cost per resolved attempt</th><th>break-even utilization</th></tr>"
+                     f"{grid}</table>")
+    return "".join(parts)
+
+
+def _opt_money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.4f}"
+
+
+def _episodes(conn, run_id: str, arm: str | None, offset: int) -> tuple[list[dict[str, Any]], int]:
+    where, params = "e.run_id = ? AND e.final", [run_id]
+    if arm:
+        where, params = where + " AND e.arm = ?", params + [arm]
+    total = conn.execute(f"SELECT count(*) FROM episodes AS e WHERE {where}", params).fetchone()[0]
+    rows = _rows(conn, f"""
+        SELECT e.episode_id, e.arm, e.task_id, e.seed, e.resolved, e.exit_reason, e.n_steps,
+               coalesce(e.prompt_tokens, 0) + coalesce(e.completion_tokens, 0) AS tokens, e.elapsed_sec,
+               (SELECT sum(cost_usd) FROM model_calls AS m WHERE m.episode_id = e.episode_id) AS cost_usd
+        FROM episodes AS e WHERE {where} ORDER BY e.arm, e.task_id, e.seed LIMIT ? OFFSET ?""",
+                 params + [EPISODES_PER_PAGE, offset])
+    return rows, total
+
+
+def _episode_table(run_id: str, episodes: list[dict[str, Any]], total: int, arm: str | None, offset: int) -> str:
+    base = f"/run/{escape(run_id)}"
+    rows = "".join(
+        f"<tr><td><a href=\"{base}/episode/{escape(e['episode_id'])}\">{escape(e['task_id'])}</a></td>"
+        f"<td>{escape(e['arm'])}</td><td class=num>{e['seed']}</td>"
+        f"<td>{'yes' if e['resolved'] else 'no'}</td><td>{escape(str(e['exit_reason']))}</td>"
+        f"<td class=num>{e['n_steps'] if e['n_steps'] is not None else ''}</td>"
+        f"<td class=num>{e['tokens']:,}</td><td class=num>{_opt_money(e['cost_usd'])}</td>"
+        f"<td class=num>{(e['elapsed_sec'] or 0):.1f}</td></tr>" for e in episodes)
+    arm_query = f"&arm={escape(arm)}" if arm else ""
+    pager = ""
+    if offset + EPISODES_PER_PAGE < total:
+        pager = f"<p><a href=\"{base}?offset={offset + EPISODES_PER_PAGE}{arm_query}\">next {EPISODES_PER_PAGE}</a></p>"
+    return (f"<h2>Episodes ({total} final{', arm ' + escape(arm) if arm else ''})</h2>"
+            "<table id=episodes><tr><th>task</th><th>arm</th><th>seed</th><th>resolved</th><th>exit</th>"
+            f"<th>steps</th><th>tokens</th><th>token cost</th><th>seconds</th></tr>{rows}</table>{pager}")
+
+
+def _episode(conn, run_id: str, episode_id: str) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
+    rows = _rows(conn, "SELECT * FROM episodes WHERE run_id = ? AND episode_id = ?", [run_id, episode_id])
+    if not rows:
+        return None, {}
+    calls = _rows(conn, "SELECT step, count(*) AS calls, sum(cost_usd) AS cost_usd, sum(prompt_tokens) AS prompt, "
+                        "sum(completion_tokens) AS completion FROM model_calls WHERE episode_id = ? GROUP BY step",
+                  [episode_id])
+    return rows[0], {c["step"]: c for c in calls}
+
+
+def _trajectory(run_id: str, row: dict[str, Any], calls: dict[int, dict[str, Any]]) -> str:
+    head = (f"<h1>{escape(row['task_id'])} · {escape(row['arm'])} · seed {row['seed']} · attempt "
+            f"{row['attempt']}</h1><p class=note><a href=\"/run/{escape(run_id)}\">back to the run</a> · "
+            f"resolved: {'yes' if row['resolved'] else 'no'} · exit: {escape(str(row['exit_reason']))} · "
+            f"{row['n_steps'] or 0} steps</p>")
+    path = row.get("trajectory_path")
+    try:
+        trajectory = json.loads(Path(path).read_text()) if path else None
+    except (OSError, ValueError):
+        trajectory = None
+    if trajectory is None:
+        return head + f"<p class=note>No trajectory file ({escape(str(path))}).</p>"
+    parts = [head]
+    task = next((m for m in trajectory.get("messages", []) if m.get("role") == "user"), None)
+    if task is not None:
+        parts.append(f"<h2>Task</h2><pre>{escape(_text(task.get('content')))}</pre>")
+    for step in trajectory.get("steps", []):
+        number = step.get("step", 0)
+        usage = step.get("usage") or {}
+        call = calls.get(number, {})
+        assistant = step.get("assistant") or {}
+        tools = "".join(f"<pre>→ {escape(c['function']['name'])} {escape(_text(c['function']['arguments']))}</pre>"
+                        for c in assistant.get("tool_calls") or [])
+        observations = "".join(f"<pre>{escape(_text(o.get('content') if isinstance(o, dict) else o))}</pre>"
+                               for o in step.get("observations") or [])
+        parts.append(
+            f"<div class=step><b>step {number}</b> <span class=note>{usage.get('prompt_tokens', 0):,} prompt "
+            f"({usage.get('cached_tokens', 0):,} cached) + {usage.get('completion_tokens', 0):,} output tokens, "
+            f"{call.get('calls', 0)} call(s), cost {_opt_money(call.get('cost_usd'))}, "
+            f"{step.get('latency_sec') or 0:.1f} s</span>"
+            + (f"<pre>{escape(_text(assistant.get('content')))}</pre>" if assistant.get("content") else "")
+            + tools + (f"<div class=note>observations</div>{observations}" if observations else "") + "</div>")
+    if trajectory.get("output_patch"):
+        parts.append(f"<h2>Patch</h2><pre>{escape(trajectory['output_patch'])}</pre>")
+    return "".join(parts)
+
+
+def _text(value: Any, limit: int = 4000) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + f" … ({len(text) - limit:,} more characters)"
