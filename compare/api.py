@@ -496,6 +496,31 @@ class LedgerAccess:
             raise
 
 
+class InProcessLedgerAccess(LedgerAccess):
+    """The ledger a run is writing in this very process (`leafcost run --serve`): DuckDB lets no other process
+    open the file meanwhile, so the API reads through cursors of the writer's own connection, which see every
+    committed write, and stores scenarios through the writer itself."""
+
+    def __init__(self, ledger: Ledger):
+        super().__init__(ledger.path)
+        self._ledger = ledger
+
+    @contextmanager
+    def reading(self):
+        conn = self._ledger.reader()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def writing(self) -> Iterator[Ledger]:
+        yield self._ledger
+
+    def upgrade_if_outdated(self) -> None:
+        return None  # the writer opened (and migrated) it
+
+
 def _stat(path: Path) -> tuple[int, int, int] | None:
     try:
         st = path.stat()
@@ -658,11 +683,12 @@ def _ok(document: dict[str, Any]) -> Outcome:
 # The app
 
 def create_app(db_path: Path | str, *, api_token: str | None = None,
-               extra_routers: Sequence[APIRouter] = ()) -> FastAPI:
+               extra_routers: Sequence[APIRouter] = (), access: LedgerAccess | None = None) -> FastAPI:
     """The API of the ledger at `db_path` (binds nothing: `leafcost serve` runs it on uvicorn). Writes need
     `Authorization: Bearer <api_token>`; without a token they are disabled. An outdated ledger is upgraded here
-    once unless a run holds it. `app.state.figures` is the figure cache (extra routers may render from it)."""
-    access = LedgerAccess(Path(db_path))
+    once unless a run holds it. `app.state.figures` is the figure cache (extra routers may render from it), and
+    `app.state.access` how the ledger is read (`access`: an InProcessLedgerAccess while this process writes it)."""
+    access = access or LedgerAccess(Path(db_path))
     access.upgrade_if_outdated()
     figures = Figures(access)
     app = FastAPI(title="leafcost", version=_leafcost_version(),
@@ -670,6 +696,7 @@ def create_app(db_path: Path | str, *, api_token: str | None = None,
                   # One schema per model: the documents omit optional keys, so defaults must stay optional.
                   separate_input_output_schemas=False)
     app.state.figures = figures
+    app.state.access = access
     _install_error_handlers(app)
     app.include_router(_ledger_routes(access))
     app.include_router(_figure_routes(access, figures))

@@ -65,6 +65,9 @@ def run(
     resume: Annotated[str | None, typer.Option("--resume", metavar="RUN_ID",
                                                help="finish an interrupted run: only unfinished episodes run")] = None,
     db: DbOption = None,
+    serve_port: Annotated[int | None, typer.Option(
+        "--serve", metavar="PORT", min=1, max=65535,
+        help="also serve the API and web page on 127.0.0.1:PORT while the run writes the ledger")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run every arm of SPEC.yaml on the same episodes, recording every call in the ledger."""
@@ -74,12 +77,13 @@ def run(
         spec = load_run_spec(spec_path)
     except SpecError as exc:
         fail(str(exc), 2)
-    summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}")
+    summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}",
+                        serve_port=serve_port)
     raise typer.Exit(0 if summary.status == "finished" else 1)
 
 
 def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun: str,
-              skip_arms: dict[str, str] | None = None):
+              skip_arms: dict[str, str] | None = None, serve_port: int | None = None):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -92,30 +96,50 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
                TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}  "
                           "spend ${task.fields[spend]:.4f}"), TimeElapsedColumn())
     ledger = Ledger.open(db_path)
-    with Progress(*columns, console=err, transient=as_json) as progress:
-        bars: dict[str, int] = {}
+    server = _serve_during_run(ledger, serve_port) if serve_port else None
+    try:
+        with Progress(*columns, console=err, transient=as_json) as progress:
+            bars: dict[str, int] = {}
 
-        def show(arm) -> None:
-            if arm.arm not in bars:
-                bars[arm.arm] = progress.add_task(arm.arm, total=arm.total or 1, resolved=0, errors=0, spend=0.0)
-            progress.update(bars[arm.arm], completed=arm.done, resolved=arm.resolved, errors=arm.errors,
-                            spend=arm.spend_usd)
+            def show(arm) -> None:
+                if arm.arm not in bars:
+                    bars[arm.arm] = progress.add_task(arm.arm, total=arm.total or 1, resolved=0, errors=0,
+                                                      spend=0.0)
+                progress.update(bars[arm.arm], completed=arm.done, resolved=arm.resolved, errors=arm.errors,
+                                spend=arm.spend_usd)
 
-        runner = Runner(spec, ledger, db_path=db_path, run_id=resume, skip_arms=skip_arms, on_progress=show)
-        try:
-            summary = asyncio.run(runner.run())
-        except RunError as exc:
-            ledger.close()
-            fail(str(exc), 2)
-        except KeyboardInterrupt:
-            ledger.close()
-            fail(f"interrupted; finish it with: {rerun} --resume {runner.run_id} --db {db_path}", 130)
-    ledger.close()
+            runner = Runner(spec, ledger, db_path=db_path, run_id=resume, skip_arms=skip_arms, on_progress=show)
+            try:
+                summary = asyncio.run(runner.run())
+            except RunError as exc:
+                fail(str(exc), 2)
+            except KeyboardInterrupt:
+                fail(f"interrupted; finish it with: {rerun} --resume {runner.run_id} --db {db_path}", 130)
+    finally:
+        if server is not None:
+            server.stop()
+        ledger.close()
     if as_json:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
         _print_run_summary(summary)
     return summary
+
+
+def _serve_during_run(ledger, port: int):
+    """The API and web page on 127.0.0.1:PORT from this process, reading through the writing ledger."""
+    from compare.api import API_TOKEN_ENV, InProcessLedgerAccess
+    from compare.serve import BackgroundServer, build_app
+
+    app = build_app(ledger.path, api_token=os.environ.get(API_TOKEN_ENV) or None,
+                    access=InProcessLedgerAccess(ledger))
+    try:
+        server = BackgroundServer(app, "127.0.0.1", port).start()
+    except RuntimeError as exc:
+        ledger.close()
+        fail(str(exc), 2)
+    typer.echo(f"serving the API and the web page on {server.url} while the run writes {ledger.path}", err=True)
+    return server
 
 
 def _print_run_summary(summary) -> None:

@@ -16,7 +16,8 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
 from compare.breakeven import breakeven
-from compare.ledger import LedgerBusy, LedgerError, connect_read_only
+from compare.api import LedgerAccess
+from compare.ledger import LedgerBusy, LedgerError
 from compare.summary import SummaryError, summarize
 from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg
 
@@ -30,24 +31,31 @@ text-align:left;vertical-align:top}th{background:#f3f5f7;font-weight:600}td.num{
 font-variant-numeric:tabular-nums;white-space:nowrap}.ci{color:#5c6773;font-size:12px}.note{color:#5c6773}
 .charts{display:flex;flex-wrap:wrap;gap:24px}.charts svg{max-width:100%;height:auto}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:8px;border-radius:4px;margin:4px 0}
+.wide{overflow-x:auto}#arms{font-size:13px}
 .step{border-left:3px solid #c6cdd5;padding-left:10px;margin:12px 0}
 """
 
 
-def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]] | None = None) -> APIRouter:
+def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]] | None = None,
+               access: LedgerAccess | None = None) -> APIRouter:
     """The page's routes. `summaries(run_id)` gives a run's summary document (the API passes its cached one, so
-    the page and the API show the same numbers); by default it is computed from the ledger."""
+    the page and the API show the same numbers); by default it is computed from the ledger. `access` is how the
+    ledger is read (the API's own, e.g. through the writing process while a run is served from it)."""
     db_path = Path(db_path)
+    access = access or LedgerAccess(db_path)
     router = APIRouter(include_in_schema=False)
+
+    def read(compute: Callable[[Any], Any]) -> Any:
+        return _read(access, compute)
 
     def summary_of(run_id: str) -> dict[str, Any]:
         if summaries is not None:
             return summaries(run_id)
-        return _read(db_path, lambda conn: summarize(conn, run_id))
+        return read(lambda conn: summarize(conn, run_id))
 
     @router.get("/", response_class=HTMLResponse)
     def run_list() -> str:
-        runs = _read(db_path, lambda conn: _rows(conn, "SELECT run_id, name, status, created_at, suite, seeds, "
+        runs = read(lambda conn: _rows(conn, "SELECT run_id, name, status, created_at, suite, seeds, "
                                                        "json_array_length(task_ids) AS tasks FROM runs "
                                                        "ORDER BY created_at DESC"))
         rows = "".join(
@@ -64,7 +72,7 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
     @router.get("/run/{run_id}", response_class=HTMLResponse)
     def run_page(run_id: str, arm: str | None = None, offset: int = Query(0, ge=0)) -> str:
         document = _or_404(lambda: summary_of(run_id))
-        episodes, total = _read(db_path, lambda conn: _episodes(conn, run_id, arm, offset))
+        episodes, total = read(lambda conn: _episodes(conn, run_id, arm, offset))
         body = (f"<h1>Run {escape(run_id)}</h1><p class=note>status {escape(str(document.get('run_status')))}, "
                 f"{len(document['task_order'])} tasks × {document['seeds']} seeds; 95 % intervals from "
                 f"{document['bootstrap']['resamples']:,} bootstrap resamples over tasks; sandbox "
@@ -79,7 +87,7 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
 
     @router.get("/run/{run_id}/episode/{episode_id:path}", response_class=HTMLResponse)
     def episode_page(run_id: str, episode_id: str) -> str:
-        row, calls = _read(db_path, lambda conn: _episode(conn, run_id, episode_id))
+        row, calls = read(lambda conn: _episode(conn, run_id, episode_id))
         if row is None:
             raise HTTPException(404, f"run {run_id} has no episode {episode_id!r}")
         return _page(f"leafcost {episode_id}", _trajectory(run_id, row, calls))
@@ -87,17 +95,14 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
     return router
 
 
-def _read(db_path: Path, compute: Callable[[Any], Any]) -> Any:
+def _read(access: LedgerAccess, compute: Callable[[Any], Any]) -> Any:
     try:
-        conn = connect_read_only(db_path)
+        with access.reading() as conn:
+            return compute(conn)
     except LedgerBusy as exc:
         raise HTTPException(503, str(exc)) from None
     except LedgerError as exc:
         raise HTTPException(404, str(exc)) from None
-    try:
-        return compute(conn)
-    finally:
-        conn.close()
 
 
 def _or_404(compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -161,7 +166,7 @@ def _arm_table(document: dict[str, Any]) -> str:
             + _money_cell(cost["tokens"]) + _money_cell(cost["gpu"]) + _money_cell(cost["sandbox"])
             + f"<td class=num>{utilization}</td><td class=num>{errors}</td>"
             f"<td>{escape(arm['price_source'])}</td></tr>")
-    return f"<h2>Arms</h2><table id=arms>{head}{''.join(rows)}</table>"
+    return f"<h2>Arms</h2><div class=wide><table id=arms>{head}{''.join(rows)}</table></div>"
 
 
 def _notes(document: dict[str, Any]) -> str:

@@ -303,3 +303,33 @@ def test_resume_runs_a_key_whose_interrupted_attempts_reached_max_attempts(suite
     episodes = rows(db, "select attempt, exit_reason, final from episodes order by attempt")
     assert [(e["attempt"], e["exit_reason"], e["final"]) for e in episodes] == [(1, "interrupted", False),
                                                                                 (2, "oracle", True)]
+
+
+def test_run_serves_the_api_and_page_while_it_writes_the_ledger(suite, tmp_path):
+    # DuckDB lets no other process open a ledger being written: `run --serve` serves it from the writer itself.
+    import urllib.request
+
+    from adapters.litellm_proxy import free_port
+
+    slow = {"turns": [{**SOLVE["turns"][0], "delay": 0.5}, SOLVE["turns"][1]]}
+    db = tmp_path / "ledger.duckdb"
+    port = free_port()
+    with ScriptedServer(slow) as server:
+        spec_file = tmp_path / "spec.yaml"
+        spec_file.write_text(yaml.safe_dump(json.loads(spec_for(suite, server.base_url, workers=1).model_dump_json(
+            exclude_defaults=True))))
+        process = cli_run(spec_file, db, "--serve", str(port))
+        wait_for_finished(db, 1, process)
+        base = f"http://127.0.0.1:{port}"
+        with urllib.request.urlopen(base + "/runs", timeout=30) as answer:
+            runs = json.loads(answer.read())
+        assert len(runs) == 1 and runs[0]["status"] == "running"
+        run_id = runs[0]["run_id"]
+        with urllib.request.urlopen(f"{base}/runs/{run_id}/episodes?final=true", timeout=30) as answer:
+            assert json.loads(answer.read())["total"] >= 1  # committed episodes are visible mid-run
+        with urllib.request.urlopen(f"{base}/run/{run_id}", timeout=60) as answer:
+            assert b"id=arms" in answer.read()
+        out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    assert f"serving the API and the web page on {base}" in err
+    assert rows(db, "select status from runs")[0]["status"] == "finished"
