@@ -6,8 +6,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from sandbox import SandboxOptions, load_harbor_task
+
+# Tests never assert timings: hypothesis's per-example deadline (200 ms) would fail a property on a loaded machine.
+settings.register_profile("leafcost", deadline=None)
+settings.load_profile("leafcost")
 
 TASK_TOML = """version = "1.0"
 [verifier]
