@@ -13,14 +13,27 @@ import shutil
 import tempfile
 import time
 import uuid
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from sandbox.dockerfile import IGNORED, DockerfileError, Instruction, parse_dockerfile, substitute
+from sandbox.dockerfile import (
+    IGNORED,
+    DockerfileError,
+    Instruction,
+    parse_dockerfile,
+    substitute,
+)
 from sandbox.leaf_tools import LEAF_TOOLS, RUNNER_VERSION
 from sandbox.limits import Limits
-from sandbox.local import RESERVED_DIRS, LocalSandbox, SandboxError, SandboxOptions, bwrap_version
+from sandbox.local import (
+    RESERVED_DIRS,
+    LocalSandbox,
+    SandboxError,
+    SandboxOptions,
+    bwrap_version,
+)
 from sandbox.tasks import Task
 
 # Bump when the way environments are built changes, so old cache entries are not reused.
@@ -98,9 +111,22 @@ def environment_key(task: Task, options: SandboxOptions) -> str:
     return digest.hexdigest()[:32]
 
 
+def _file_digest(path: Path) -> bytes:
+    """A file's sha256, read again only when its inode, size or mtime changed: every episode of a run opens its
+    task's environment, and a SWE-bench repository is thousands of files."""
+    st = path.stat()
+    return _digest_of(str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=65536)
+def _digest_of(path: str, inode: int, size: int, mtime_ns: int) -> bytes:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").digest()
+
+
 async def build_environment(task: Task, options: SandboxOptions) -> BuiltEnvironment:
     """The cached environment for a task, building it first if no finished build with its key exists."""
-    key = environment_key(task, options)
+    key = await asyncio.to_thread(environment_key, task, options)  # reads the build context: off the event loop
     envs = Path(options.cache_dir) / "envs"
     envs.mkdir(parents=True, exist_ok=True)
     if (cached := _cached(envs / key)) is not None:
@@ -321,11 +347,6 @@ def _lock_file(path: Path):
     handle = open(path, "a+")
     fcntl.flock(handle, fcntl.LOCK_EX)
     return handle
-
-
-def _file_digest(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").digest()
 
 
 def _safe(name: str) -> str:
