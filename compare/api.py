@@ -37,6 +37,7 @@ from compare.ledger import (
     LedgerBusy,
     LedgerError,
     LedgerOutdated,
+    fetch_rows,
     SecretInLedger,
     connect_read_only,
 )
@@ -726,7 +727,7 @@ def _ledger_routes(access: LedgerAccess) -> APIRouter:
     @router.get("/runs", response_model=list[RunItem], summary="Every run, newest first")
     def runs() -> list[RunItem]:
         with access.reading() as conn:
-            rows = _rows(conn, "SELECT run_id, name, status, created_at, updated_at, suite, seeds, spec_json, "
+            rows = fetch_rows(conn, "SELECT run_id, name, status, created_at, updated_at, suite, seeds, spec_json, "
                                "json_array_length(task_ids) AS tasks FROM runs ORDER BY created_at DESC, run_id")
         return [_run_item(row) for row in rows]
 
@@ -735,8 +736,8 @@ def _ledger_routes(access: LedgerAccess) -> APIRouter:
     def run(run_id: str) -> RunDetail:
         with access.reading() as conn:
             run_state(conn, run_id)
-            row = _rows(conn, "SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
-            arm_rows = {r["arm"]: r for r in _rows(conn, "SELECT * FROM arms WHERE run_id = ?", [run_id])}
+            row = fetch_rows(conn, "SELECT * FROM runs WHERE run_id = ?", [run_id])[0]
+            arm_rows = {r["arm"]: r for r in fetch_rows(conn, "SELECT * FROM arms WHERE run_id = ?", [run_id])}
         spec = json.loads(row.pop("spec_json"))
         arms = [_arm_row(arm, arm_rows.get(arm["name"])) for arm in spec.get("arms", [])]
         return RunDetail(**{**row, "task_ids": json.loads(row["task_ids"]),
@@ -756,7 +757,7 @@ def _ledger_routes(access: LedgerAccess) -> APIRouter:
             if arm is not None:
                 run.require_arms([arm])
             total = conn.execute(f"SELECT count(*) FROM episodes WHERE {where}", params).fetchone()[0]
-            rows = _rows(conn, f"SELECT * FROM episodes WHERE {where} ORDER BY arm, task_id, seed, attempt, "
+            rows = fetch_rows(conn, f"SELECT * FROM episodes WHERE {where} ORDER BY arm, task_id, seed, attempt, "
                                "episode_id LIMIT ? OFFSET ?", [*params, limit, offset])
             costs = _episode_costs(conn, run_id, [r["episode_id"] for r in rows])
         return EpisodePage(total=total, limit=limit, offset=offset,
@@ -771,8 +772,8 @@ def _ledger_routes(access: LedgerAccess) -> APIRouter:
             if row is None:
                 raise ApiError(404, f"run {run_id} has no episode {episode_id!r} (ids look like "
                                     f"{run_id}/ARM/TASK/s0/a1; GET /runs/{run_id}/episodes lists them)")
-            calls = _rows(conn, f"SELECT {', '.join(ModelCall.model_fields)} FROM model_calls WHERE episode_id = ? "
-                                "ORDER BY step, attempt, call_id", [row["episode_id"]])
+            calls = fetch_rows(conn, f"SELECT {', '.join(ModelCall.model_fields)} FROM model_calls "
+                               "WHERE episode_id = ? ORDER BY step, attempt, call_id", [row["episode_id"]])
         cost = sum(c["cost_usd"] for c in calls if c["cost_usd"] is not None) if any(
             c["cost_usd"] is not None for c in calls) else None
         trajectory, reason = read_trajectory(access.path, row["trajectory_path"])
@@ -926,7 +927,7 @@ def _episode_filter(run_id: str, arm: str | None, task: str | None, resolved: bo
 def _find_episode(conn, run_id: str, episode_id: str) -> dict[str, Any] | None:
     """Episode ids start with the run id (run/arm/task/s0/a1); the part after it names the attempt too."""
     for candidate in (episode_id, f"{run_id}/{episode_id}"):
-        rows = _rows(conn, "SELECT * FROM episodes WHERE run_id = ? AND episode_id = ?", [run_id, candidate])
+        rows = fetch_rows(conn, "SELECT * FROM episodes WHERE run_id = ? AND episode_id = ?", [run_id, candidate])
         if rows:
             return rows[0]
     return None
@@ -1002,10 +1003,6 @@ def read_trajectory(db_path: Path, stored: str | None) -> tuple[dict[str, Any] |
     return document, None
 
 
-def _rows(conn, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-    result = conn.execute(sql, list(params))
-    names = [d[0] for d in result.description or []]
-    return [dict(zip(names, row)) for row in result.fetchall()]
 
 
 def _loads(text: str | None) -> Any:

@@ -17,6 +17,7 @@ from compare.summary import (
     arm_summary_with_tables,
     load_arms,
     load_run,
+    sandbox_usd_per_vcpu_hour,
     shared_resampler,
 )
 
@@ -63,9 +64,7 @@ def compare_arms(conn, run_id: str, arm_a: str, arm_b: str, *, allow_mismatch: b
     found = differences(a, b, spec)
     if found and not allow_mismatch:
         raise UnfairComparison(found)
-    price = spec.costs.sandbox_usd_per_vcpu_hour
-    if overrides is not None and overrides.sandbox_usd_per_vcpu_hour is not None:
-        price = overrides.sandbox_usd_per_vcpu_hour
+    price = sandbox_usd_per_vcpu_hour(spec, overrides)
     summary_a, table_a = arm_summary_with_tables(a, price, resamples=resamples, seed=seed, overrides=overrides,
                                                  now=now)
     summary_b, table_b = arm_summary_with_tables(b, price, resamples=resamples, seed=seed, overrides=overrides,

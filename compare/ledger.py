@@ -96,6 +96,14 @@ def connect_read_only(path: Path | str | None = None) -> duckdb.DuckDBPyConnecti
     return conn
 
 
+def fetch_rows(conn: duckdb.DuckDBPyConnection, sql: str,
+               params: Sequence[Any] | Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """A query's rows as dicts, on any connection (the writer's cursors, a read-only connection)."""
+    result = conn.execute(sql, params) if params is not None else conn.execute(sql)
+    names = [d[0] for d in result.description or []]
+    return [dict(zip(names, row)) for row in result.fetchall()]
+
+
 def check_no_secrets(value: Any, where: str) -> None:
     """Raises SecretInLedger if any key at any depth names a credential (api_key, authorization, *_token,
     secret, password, ...) or any string looks like one (`Bearer ...`, `sk-...`). A key ending in `_env` that
@@ -137,6 +145,13 @@ class RunRecord(BaseModel):
 
     def spec(self) -> RunSpec:
         return RunSpec.model_validate_json(self.spec_json)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunRecord:
+        """A `runs` row as SQL returns it (JSON columns as text)."""
+        return cls.model_validate({**row, "task_ids": json.loads(row["task_ids"]),
+                                   "sandbox_options": json.loads(row["sandbox_options"])
+                                   if row["sandbox_options"] else None})
 
 
 class Ledger:
@@ -376,12 +391,7 @@ class Ledger:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await asyncio.to_thread(self.query, "SELECT * FROM runs WHERE run_id = ?", [run_id])
-        if not rows:
-            return None
-        row = rows[0]
-        row["task_ids"] = json.loads(row["task_ids"])
-        row["sandbox_options"] = json.loads(row["sandbox_options"]) if row["sandbox_options"] else None
-        return RunRecord.model_validate(row)
+        return RunRecord.from_row(rows[0]) if rows else None
 
     # reading and lifecycle --------------------------------------------------------------------------------
 
@@ -389,9 +399,7 @@ class Ledger:
         """Rows as dicts, read in this process (it sees every committed write)."""
         with self._read_lock:
             cursor = self._reader_cursor()
-            result = cursor.execute(sql, params) if params is not None else cursor.execute(sql)
-            names = [d[0] for d in result.description or []]
-            return [dict(zip(names, row)) for row in result.fetchall()]
+            return fetch_rows(cursor, sql, params)
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A connection of its own to this ledger, for a reader thread in this process (the API server while a

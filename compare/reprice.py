@@ -55,8 +55,7 @@ def overrides_for(conn, run_id: str, spec: RunSpec, sheet: PriceSheet, name: str
     """The sheet checked against the run's arms, and every hosted call of a repriced arm priced again from its
     recorded tokens (one vectorised pass per arm)."""
     arms = {arm.name: arm for arm in spec.arms}
-    overrides = PriceOverrides(name=name, sandbox_usd_per_vcpu_hour=sheet.sandbox_usd_per_vcpu_hour,
-                               sheet=sheet.model_dump(mode="json", exclude_none=True))
+    overrides = PriceOverrides(name=name, sandbox_usd_per_vcpu_hour=sheet.sandbox_usd_per_vcpu_hour)
     for arm_name, entry in sheet.arms.items():
         arm = arms.get(arm_name)
         if arm is None:

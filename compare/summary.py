@@ -30,9 +30,9 @@ from compare.costs import (
     sandbox_cost_usd,
     utilization,
 )
-from compare.ledger import RunRecord
+from compare.ledger import RunRecord, fetch_rows
 from compare.spec import LocalArm, RouterArm, RunSpec, SglangArm
-from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, Resampler, ratio, resolve_rates
+from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Resampler, ratio, resolve_rates
 
 SELF_HOSTED = (SglangArm, LocalArm)
 
@@ -49,7 +49,6 @@ class PriceOverrides:
     hosted_cost_by_episode: dict[str, dict[str, float]] = field(default_factory=dict)  # arm → episode → USD
     lease_usd_per_hour: dict[str, float] = field(default_factory=dict)  # arm → per GPU / per machine
     sandbox_usd_per_vcpu_hour: float | None = None
-    sheet: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,19 +74,16 @@ class ArmFacts:
 
 
 def load_run(conn, run_id: str) -> RunRecord:
-    rows = _rows(conn, "SELECT * FROM runs WHERE run_id = ?", [run_id])
-    if not rows:
-        known = [r["run_id"] for r in _rows(conn, "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 5", [])]
+    found = fetch_rows(conn, "SELECT * FROM runs WHERE run_id = ?", [run_id])
+    if not found:
+        known = [r["run_id"] for r in fetch_rows(conn, "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 5")]
         hint = f" (recent runs: {', '.join(known)})" if known else " (this ledger has no runs)"
         raise SummaryError(f"no run {run_id!r} in this ledger{hint}")
-    row = rows[0]
-    row["task_ids"] = json.loads(row["task_ids"])
-    row["sandbox_options"] = json.loads(row["sandbox_options"]) if row["sandbox_options"] else None
-    return RunRecord.model_validate(row)
+    return RunRecord.from_row(found[0])
 
 
 def load_arms(conn, run: RunRecord, spec: RunSpec, names: list[str] | None = None) -> list[ArmFacts]:
-    arm_rows = {r["arm"]: r for r in _rows(conn, "SELECT arm, status, status_reason FROM arms WHERE run_id = ?",
+    arm_rows = {r["arm"]: r for r in fetch_rows(conn, "SELECT arm, status, status_reason FROM arms WHERE run_id = ?",
                                            [run.run_id])}
     specs = {arm.name: arm for arm in spec.arms}
     wanted = names or [arm.name for arm in spec.arms]
@@ -106,7 +102,7 @@ def load_arms(conn, run: RunRecord, spec: RunSpec, names: list[str] | None = Non
             price_sources=_price_sources(conn, run.run_id, name),
             leases=[Lease(**{k: r[k] for k in ("kind", "hardware", "count", "usd_per_hour", "started_at",
                                                "ended_at")})
-                    for r in _rows(conn, "SELECT * FROM gpu_leases WHERE run_id = ? AND arm = ? ORDER BY lease_id",
+                    for r in fetch_rows(conn, "SELECT * FROM gpu_leases WHERE run_id = ? AND arm = ? ORDER BY lease_id",
                                    [run.run_id, name])],
             samples=_samples(conn, run.run_id, name)))
     return facts
@@ -151,6 +147,13 @@ def _samples(conn, run_id: str, arm: str) -> Counters:
                      for metric, seconds, values in rows})
 
 
+def sandbox_usd_per_vcpu_hour(spec: RunSpec, overrides: PriceOverrides | None) -> float:
+    """The run's sandbox price, or the what-if's when it sets one."""
+    if overrides is not None and overrides.sandbox_usd_per_vcpu_hour is not None:
+        return overrides.sandbox_usd_per_vcpu_hour
+    return spec.costs.sandbox_usd_per_vcpu_hour
+
+
 def summarize(conn, run_id: str, *, arms: list[str] | None = None, resamples: int = DEFAULT_RESAMPLES,
               seed: int = DEFAULT_SEED, overrides: PriceOverrides | None = None,
               now: datetime | None = None) -> dict[str, Any]:
@@ -158,9 +161,7 @@ def summarize(conn, run_id: str, *, arms: list[str] | None = None, resamples: in
     run = load_run(conn, run_id)
     spec = run.spec()
     facts = load_arms(conn, run, spec, arms)
-    sandbox_price = spec.costs.sandbox_usd_per_vcpu_hour
-    if overrides is not None and overrides.sandbox_usd_per_vcpu_hour is not None:
-        sandbox_price = overrides.sandbox_usd_per_vcpu_hour
+    sandbox_price = sandbox_usd_per_vcpu_hour(spec, overrides)
     now = now or datetime.now(timezone.utc)
     document = {"run_id": run.run_id, "run_status": run.status, "task_order": run.task_ids, "seeds": run.seeds,
                 "sandbox_usd_per_vcpu_hour": sandbox_price,
@@ -219,9 +220,9 @@ def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples:
         "tasks": len(tasks), "seeds": int(n.max()) if len(n) else 0, "attempts": attempts,
         "attempts_including_retries": int(len(episode_ids)),
         "resolved_attempts": int(c.sum()), "resolved_tasks": int((c > 0).sum()),
-        "avg_at_k": _json(rates["avg_at_k"]) if rates else _none("no finished episodes"),
-        "pass_at_k": {str(k): _json(v) for k, v in rates["pass_at_k"].items()} if rates else {},
-        "pass_hat_k": {str(k): _json(v) for k, v in rates["pass_hat_k"].items()} if rates else {},
+        "avg_at_k": rates["avg_at_k"].as_json() if rates else _none("no finished episodes"),
+        "pass_at_k": {str(k): v.as_json() for k, v in rates["pass_at_k"].items()} if rates else {},
+        "pass_hat_k": {str(k): v.as_json() for k, v in rates["pass_hat_k"].items()} if rates else {},
         **_error_rates(e, finals),
         "cost_usd": {"total": total, "tokens": float(token_cost.sum()) if priced else None,
                      "gpu": float(lease_part["attributed"].sum()), "sandbox": float(sandbox.sum())},
@@ -319,7 +320,7 @@ def _cost_per_resolved(cost_by_task: np.ndarray, denominator: np.ndarray, indice
         return _none(no_cost)
     if len(cost_by_task) == 0:
         return _none("no finished episodes")
-    return _json(ratio(cost_by_task, denominator.astype(float), indices, nothing=nothing))
+    return ratio(cost_by_task, denominator.astype(float), indices, nothing=nothing).as_json()
 
 
 def _price_source(facts: ArmFacts, overrides: PriceOverrides | None) -> str:
@@ -334,18 +335,10 @@ def _price_source(facts: ArmFacts, overrides: PriceOverrides | None) -> str:
     return "+".join(sources) if sources else ("explicit" if facts.spec.prices is not None else "litellm")
 
 
-def _json(estimate: Estimate) -> dict[str, Any]:
-    return estimate.as_json()
-
-
 def _none(reason: str) -> dict[str, Any]:
     return {"value": None, "ci95": None, "reason": reason}
 
 
-def _rows(conn, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    result = conn.execute(sql, params)
-    names = [d[0] for d in result.description or []]
-    return [dict(zip(names, row)) for row in result.fetchall()]
 
 
 def dumps(document: dict[str, Any]) -> str:

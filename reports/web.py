@@ -15,9 +15,9 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from compare.breakeven import breakeven
 from compare.api import LedgerAccess
-from compare.ledger import LedgerBusy, LedgerError
+from compare.breakeven import breakeven
+from compare.ledger import LedgerBusy, LedgerError, fetch_rows
 from compare.summary import SummaryError, summarize
 from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg
 
@@ -55,7 +55,7 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
 
     @router.get("/", response_class=HTMLResponse)
     def run_list() -> str:
-        runs = read(lambda conn: _rows(conn, "SELECT run_id, name, status, created_at, suite, seeds, "
+        runs = read(lambda conn: fetch_rows(conn, "SELECT run_id, name, status, created_at, suite, seeds, "
                                                        "json_array_length(task_ids) AS tasks FROM runs "
                                                        "ORDER BY created_at DESC"))
         rows = "".join(
@@ -112,10 +112,6 @@ def _or_404(compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         raise HTTPException(404, str(exc)) from None
 
 
-def _rows(conn, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-    result = conn.execute(sql, params or [])
-    names = [d[0] for d in result.description or []]
-    return [dict(zip(names, row)) for row in result.fetchall()]
 
 
 def _page(title: str, body: str) -> str:
@@ -216,7 +212,7 @@ def _episodes(conn, run_id: str, arm: str | None, offset: int) -> tuple[list[dic
     if arm:
         where, params = where + " AND e.arm = ?", params + [arm]
     total = conn.execute(f"SELECT count(*) FROM episodes AS e WHERE {where}", params).fetchone()[0]
-    rows = _rows(conn, f"""
+    rows = fetch_rows(conn, f"""
         SELECT e.episode_id, e.arm, e.task_id, e.seed, e.resolved, e.exit_reason, e.n_steps,
                coalesce(e.prompt_tokens, 0) + coalesce(e.completion_tokens, 0) AS tokens, e.elapsed_sec,
                (SELECT sum(cost_usd) FROM model_calls AS m WHERE m.episode_id = e.episode_id) AS cost_usd
@@ -244,10 +240,10 @@ def _episode_table(run_id: str, episodes: list[dict[str, Any]], total: int, arm:
 
 
 def _episode(conn, run_id: str, episode_id: str) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
-    rows = _rows(conn, "SELECT * FROM episodes WHERE run_id = ? AND episode_id = ?", [run_id, episode_id])
+    rows = fetch_rows(conn, "SELECT * FROM episodes WHERE run_id = ? AND episode_id = ?", [run_id, episode_id])
     if not rows:
         return None, {}
-    calls = _rows(conn, "SELECT step, count(*) AS calls, sum(cost_usd) AS cost_usd, sum(prompt_tokens) AS prompt, "
+    calls = fetch_rows(conn, "SELECT step, count(*) AS calls, sum(cost_usd) AS cost_usd, sum(prompt_tokens) AS prompt, "
                         "sum(completion_tokens) AS completion FROM model_calls WHERE episode_id = ? GROUP BY step",
                   [episode_id])
     return rows[0], {c["step"]: c for c in calls}
