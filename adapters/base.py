@@ -73,9 +73,12 @@ class Turn(BaseModel):
     request_extras: dict[str, Any] = Field(default_factory=dict)  # fields the adapter added to the request
 
 
-AdapterErrorKind = Literal["unreachable", "auth", "rate_limited", "server_error", "timeout", "bad_response",
+AdapterErrorKind = Literal["unreachable", "configuration", "rate_limited", "server_error", "timeout", "bad_response",
                            "bad_request", "deadline"]
 INFRASTRUCTURE_KINDS = frozenset({"unreachable", "rate_limited", "server_error", "timeout"})
+# The arm is set up wrong (a refused or missing key, an unknown model, a wrong URL): never the model's miss,
+# never retried, and every further call of the arm would fail the same way.
+CONFIGURATION_KINDS = frozenset({"configuration"})
 
 
 class AdapterError(Exception):
@@ -90,6 +93,11 @@ class AdapterError(Exception):
     def infrastructure(self) -> bool:
         """The endpoint failed us (the episode may be rerun), as opposed to refusing this request."""
         return self.kind in INFRASTRUCTURE_KINDS
+
+    @property
+    def configuration(self) -> bool:
+        """The arm is misconfigured (key, model name, URL): the fix is in the spec or the environment."""
+        return self.kind in CONFIGURATION_KINDS
 
 
 class Lease(BaseModel):

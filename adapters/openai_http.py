@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,11 +16,23 @@ from typing import Any
 import aiohttp
 
 from adapters.base import AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn, Usage, utcnow
+from adapters.scrubbing import redact_url, scrub, scrub_error, scrub_start, url_secrets
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 RETRYABLE_KINDS = frozenset({"rate_limited", "server_error", "timeout", "unreachable"})
 MAX_BACKOFF_SEC = 10.0
 MAX_RETRY_AFTER_SEC = 30.0
+CONFIGURATION_STATUSES = {401, 403, 404}
+# How routers and servers say that the model name is wrong (HTTP 400 or 404): litellm's proxy ("Invalid model
+# name passed in model=X", "key not allowed to access model"), OpenRouter ("X is not a valid model ID", "No
+# endpoints found for X"), OpenAI and vLLM ("The model `X` does not exist", code model_not_found).
+UNKNOWN_MODEL = re.compile(
+    r"invalid model|is not a valid model|model_not_found|unknown model|no such model|not allowed to access model"
+    r"|no endpoints found|no allowed providers|model\b[^.\n]{0,120}?\b(?:does not exist|not found|is not supported"
+    r"|is not available|not allowed)", re.IGNORECASE)
+# A LiteLLM proxy without a database answers any key but its master key with HTTP 400 `no_db_connection`.
+REFUSED_KEY = re.compile(r"no_db_connection|No connected db", re.IGNORECASE)
+UNLISTED_ADVICE = "set allow_unlisted_model: true for routers that route unlisted names"
 
 
 class OpenAICompatibleAdapter:
@@ -29,16 +42,29 @@ class OpenAICompatibleAdapter:
 
     def __init__(self, *, base_url: str, model: str, api_key: str | None = None,
                  body_extras: dict[str, Any] | None = None, request_timeout_sec: float = 600.0,
-                 max_retries: int = 3):
+                 max_retries: int = 3, allow_unlisted_model: bool = False):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.body_extras = dict(body_extras or {})
         self.request_timeout_sec = request_timeout_sec
         self.max_retries = max_retries
+        self.allow_unlisted_model = allow_unlisted_model
+        self.secrets = [api_key] if api_key else []
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._session: aiohttp.ClientSession | None = None
+
+    def arm_secrets(self) -> list[str]:
+        """This arm's key and its URL's credentials (read each time: a local arm's URL is set at start)."""
+        return self.secrets + url_secrets(self.base_url)
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self.arm_secrets())
+
+    @property
+    def endpoint(self) -> str:
+        return redact_url(self.scrub(self.base_url))
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -50,13 +76,17 @@ class OpenAICompatibleAdapter:
         return self._session
 
     async def start(self) -> ArmStart:
-        """Probes `/models` so an unreachable endpoint or a wrong key fails before any episode starts."""
-        attempt = await self._get("/models")
-        served = [m.get("id") for m in attempt.get("data", []) if isinstance(m, dict)]
-        warnings = [] if self.model in served or not served else [
-            f"model {self.model!r} is not among the served models {served}; the server may ignore the name"]
-        return ArmStart(endpoint=self.base_url, served_model=served[0] if served else None,
-                        config={"body_extras": self.body_extras}, warnings=warnings)
+        """Probes `/models` so an unreachable endpoint, a wrong key or a model the endpoint does not list fails
+        before any episode starts (an endpoint that does not list its models is let through)."""
+        try:
+            served = await self._list_models()
+            warnings = check_listed(self.model, served, self.endpoint, self.allow_unlisted_model)
+        except AdapterError as error:
+            raise scrub_error(error, self.arm_secrets()) from None
+        start = ArmStart(endpoint=self.base_url, served_model=served[0] if served else None,
+                         config={"body_extras": self.body_extras, "allow_unlisted_model": self.allow_unlisted_model},
+                         warnings=warnings)
+        return scrub_start(start, self.arm_secrets())
 
     def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                      max_tokens: int | None) -> dict[str, Any]:
@@ -71,7 +101,8 @@ class OpenAICompatibleAdapter:
         body = self.request_body(messages, tools, max_tokens)
         payload = json.dumps(body).encode()
         turn = await retry_turn(lambda number: self._post(number, payload, deadline), max_retries=self.max_retries,
-                                deadline=deadline, describe=lambda attempt, kind: f"{self.base_url}: {attempt.error}")
+                                deadline=deadline, describe=lambda attempt, kind: f"{self.endpoint}: {attempt.error}",
+                                scrub=self.scrub)
         return turn.model_copy(update={"request_extras": {k: v for k, v in body.items()
                                                            if k not in {"messages", "tools", "model"}}})
 
@@ -82,26 +113,30 @@ class OpenAICompatibleAdapter:
         if self._session is not None:
             await self._session.close()
 
-    async def _get(self, path: str) -> dict[str, Any]:
-        status, text = await self.get_text(self.base_url + path)
+    async def _list_models(self) -> list[str] | None:
+        """The model ids `/models` lists, or None when the endpoint does not list them (404, 405, no list)."""
+        url = self.endpoint + "/models"
+        status, text = await self.get_text(self.base_url + "/models")
         if status is None:
-            raise AdapterError("unreachable", f"{self.base_url}{path}: {text}")
-        if status in (401, 403):
-            raise AdapterError("auth", f"{self.base_url}{path}: HTTP {status}: the endpoint refused the key "
-                               "(check the arm's api_key_env)")
+            raise AdapterError("unreachable", f"{url}: {self.scrub(text)}")
+        if status in (401, 403) or (status == 400 and REFUSED_KEY.search(text)):
+            raise AdapterError("configuration", f"{url}: HTTP {status}: the endpoint refused the key (check the "
+                               "key, or set the arm's api_key_env)")
+        if status in (404, 405):
+            return None
         if status >= 400:
-            raise AdapterError("unreachable", f"{self.base_url}{path}: HTTP {status}")
+            raise AdapterError("unreachable", f"{url}: HTTP {status}: {self.scrub(error_message(text))}")
         try:
-            return json.loads(text)
+            return listed_models(json.loads(text))
         except ValueError:
-            raise AdapterError("bad_response", f"{self.base_url}{path}: not JSON") from None
+            raise AdapterError("bad_response", f"{url}: not JSON: {self.scrub(text[:200])!r}") from None
 
     async def get_text(self, url: str, timeout: float = 15.0) -> tuple[int | None, str]:
         """(status, body) of a GET, or (None, the error) when the server could not be reached."""
         try:
             async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
                 return response.status, await response.text(errors="replace")
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:  # ValueError: an unusable URL
             return None, f"{type(exc).__name__}: {exc}"
 
     async def _post(self, number: int, payload: bytes,
@@ -138,22 +173,25 @@ SendAttempt = Callable[[int], Awaitable[tuple[CallAttempt, Turn | None, float | 
 
 
 async def retry_turn(send: SendAttempt, *, max_retries: int, deadline: float | None,
-                     describe: Callable[[CallAttempt, str], str]) -> Turn:
+                     describe: Callable[[CallAttempt, str], str], scrub: Callable[[str], str]) -> Turn:
     """Every adapter's retry policy: `send(attempt_number)` until a turn comes back; what the endpoint can
     recover from (429, 5xx, timeouts, refused connections) is retried with jittered backoff (Retry-After
-    honoured) up to `max_retries`; the turn carries every attempt, and an AdapterError carries them too."""
+    honoured) up to `max_retries`; the turn carries every attempt, and an AdapterError carries them too.
+    Every attempt's error text and the error's message pass through `scrub` (the arm's secrets never leave)."""
     attempts: list[CallAttempt] = []
     started = time.monotonic()
     for number in range(1, max_retries + 2):
         if deadline is not None and time.monotonic() >= deadline:
             raise AdapterError("deadline", "the time budget ran out before the call", attempts)
         attempt, turn, retry_after = await send(number)
+        if attempt.error:
+            attempt.error = scrub(attempt.error)
         attempts.append(attempt)
         if turn is not None:
             return turn.model_copy(update={"attempts": attempts, "latency_sec": time.monotonic() - started})
         kind = error_kind(attempt)
         if kind not in RETRYABLE_KINDS or number > max_retries:
-            raise AdapterError(kind, describe(attempt, kind), attempts)  # type: ignore[arg-type]
+            raise AdapterError(kind, scrub(describe(attempt, kind)), attempts)  # type: ignore[arg-type]
         pause = min(MAX_BACKOFF_SEC, 0.5 * 2 ** (number - 1)) * (0.5 + random.random() / 2)
         pause = max(pause, retry_after or 0.0)
         if deadline is not None and time.monotonic() + pause >= deadline:
@@ -228,13 +266,38 @@ def error_kind(attempt: CallAttempt) -> str:
     if attempt.status == "bad_response":
         return "bad_response"
     status = attempt.http_status or 0
-    if status in (401, 403):
-        return "auth"
+    if status in CONFIGURATION_STATUSES:
+        return "configuration"
+    if status == 400 and attempt.error and (UNKNOWN_MODEL.search(attempt.error) or REFUSED_KEY.search(attempt.error)):
+        return "configuration"
     if status == 429:
         return "rate_limited"
     if status in RETRY_STATUSES or status >= 500:
         return "server_error"
     return "bad_request"
+
+
+def listed_models(data: Any) -> list[str] | None:
+    """The ids of an OpenAI `/models` answer (`{"data": [{"id": ...}]}`), or None when it is not such a list."""
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    return [str(m["id"]) for m in entries if isinstance(m, dict) and m.get("id") is not None]
+
+
+def check_listed(model: str, served: list[str] | None, endpoint: str, allow_unlisted: bool) -> list[str]:
+    """Start-time check of the arm's model against what the endpoint lists: an AdapterError("configuration")
+    when it lists models and not this one, unless the arm allows unlisted names (then a warning)."""
+    if served is None:
+        return [f"{endpoint}/models does not list models: the model name {model!r} is first checked by the "
+                "first call"]
+    if not served or model in served:
+        return []
+    listing = (f"model {model!r} is not among the {len(served)} models the endpoint lists "
+               f"(first few: {', '.join(served[:5])})")
+    if allow_unlisted:
+        return [f"{listing}; allow_unlisted_model is set, so the first call decides"]
+    raise AdapterError("configuration", f"{endpoint}: {listing}; check the arm's model, or {UNLISTED_ADVICE}")
 
 
 def error_message(text: str) -> str:

@@ -18,11 +18,12 @@ import httpx
 from pydantic import SecretStr
 
 from adapters.base import AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn
-from adapters.openai_http import (MAX_RETRY_AFTER_SEC, error_message, fail_attempt, open_attempt, parse_usage,
-                                  past_deadline, retry_turn)
+from adapters.openai_http import (MAX_RETRY_AFTER_SEC, REFUSED_KEY, check_listed, error_message, fail_attempt,
+                                  listed_models, open_attempt, parse_usage, past_deadline, retry_turn)
+from adapters.scrubbing import DEFAULT_KEY_ENVS, redact_url, scrub, scrub_error, scrub_start, url_secrets
 
 # Where the key comes from when the arm names no variable: the first of these that is set, in this order.
-API_KEY_ENV_ORDER = ("ROUTER_API_KEY", "ORCAROUTER_API_KEY", "OPENROUTER_API_KEY", "OPENAI_API_KEY")
+API_KEY_ENV_ORDER = DEFAULT_KEY_ENVS
 
 # litellm's `openai` route applies OpenAI's per-model rules by name to whatever the router serves: it refuses
 # top_p or temperature for any name containing "gpt-5", drops parallel_tool_calls and rewrites the system message
@@ -38,16 +39,20 @@ class RouterAdapter:
     """A hosted arm: paid per token, so no lease and no server metrics."""
 
     def __init__(self, *, model: str, base_url: str | None, api_key_env: str | None = None,
-                 sampling: dict[str, Any] | None = None, request_timeout_sec: float = 600.0, max_retries: int = 3):
+                 sampling: dict[str, Any] | None = None, request_timeout_sec: float = 600.0, max_retries: int = 3,
+                 allow_unlisted_model: bool = False):
         if not base_url:
-            raise AdapterError("unreachable", "the router arm has no base_url: set it to the router's OpenAI "
+            raise AdapterError("configuration", "the router arm has no base_url: set it to the router's OpenAI "
                                "endpoint, e.g. https://openrouter.ai/api/v1")
         self.model = model
         self.base_url = base_url.rstrip("/")
+        self.endpoint = redact_url(self.base_url)
         self.request_timeout_sec = request_timeout_sec
         self.max_retries = max_retries
+        self.allow_unlisted_model = allow_unlisted_model
         self.api_key_env, key = resolve_api_key(api_key_env)
         self._api_key = SecretStr(key)
+        self._secrets = SecretStr(json.dumps([key, *url_secrets(self.base_url)]))
         sampling = dict(sampling or {})
         self.sampling = {k: v for k, v in sampling.items() if k in STANDARD_SAMPLING}
         # Non-standard fields go in the body as the router reads them; `usage.include` asks OpenRouter-style
@@ -56,18 +61,26 @@ class RouterAdapter:
                            "usage": {"include": True}}
 
     def __repr__(self) -> str:
-        return f"RouterAdapter(model={self.model!r}, base_url={self.base_url!r}, key from ${self.api_key_env})"
+        return f"RouterAdapter(model={self.model!r}, base_url={self.endpoint!r}, key from ${self.api_key_env})"
+
+    @property
+    def secrets(self) -> list[str]:
+        """The key and the base URL's credentials: what `scrub` removes from every text this adapter gives out."""
+        return json.loads(self._secrets.get_secret_value())
 
     async def start(self) -> ArmStart:
-        """Probes `/models` with the key, so an unreachable router or a refused key fails before any episode.
+        """Probes `/models` with the key, so an unreachable router, a refused key or a model the router does not
+        list fails before any episode (`allow_unlisted_model` lets an unlisted name through, with a warning).
         Routers whose model list is public (OpenRouter's) only refuse a wrong key at the first call."""
-        data = await self._get_models()
+        try:
+            served = await self._get_models()
+            warnings = check_listed(self.model, served, self.endpoint, self.allow_unlisted_model)
+        except AdapterError as error:
+            raise scrub_error(error, self.secrets) from None
         _litellm()  # its seconds of import belong to the arm's start, not to the first episode's time budget
-        served = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
-        warnings = [] if self.model in served or not served else [
-            f"model {self.model!r} is not among the {len(served)} models the router lists; it may still route it"]
-        return ArmStart(endpoint=self.base_url, served_model=self.model if self.model in served else None,
-                        config=self.recorded_config(), warnings=warnings)
+        start = ArmStart(endpoint=self.base_url, served_model=self.model if served and self.model in served else None,
+                         config=self.recorded_config(), warnings=warnings)
+        return scrub_start(start, self.secrets)
 
     def recorded_config(self) -> dict[str, Any]:
         """What this adapter sends besides the conversation (the key never; the name of its variable, yes)."""
@@ -75,7 +88,8 @@ class RouterAdapter:
                 "tool_choice": "auto", "parallel_tool_calls": True, "max_tokens_field": "max_completion_tokens",
                 "sampling": self.sampling, "extra_body": self.extra_body, "litellm_retries": 0,
                 "max_retries": self.max_retries, "request_timeout_sec": self.request_timeout_sec,
-                "api_key_env": self.api_key_env, "litellm_version": _litellm_version()}
+                "api_key_env": self.api_key_env, "allow_unlisted_model": self.allow_unlisted_model,
+                "litellm_version": _litellm_version()}
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                    max_tokens: int | None = None, deadline: float | None = None) -> Turn:
@@ -83,11 +97,11 @@ class RouterAdapter:
         options = self._request_options(tools, max_tokens)
 
         def describe(attempt: CallAttempt, kind: str) -> str:
-            advice = f" (the router refused the key from ${self.api_key_env})" if kind == "auth" else ""
-            return f"{self.base_url}: {attempt.error}{advice}"
+            return f"{self.endpoint}: {attempt.error}{self._advice(attempt) if kind == 'configuration' else ''}"
 
         turn = await retry_turn(lambda number: self._attempt(litellm, number, messages, options, deadline),
-                                max_retries=self.max_retries, deadline=deadline, describe=describe)
+                                max_retries=self.max_retries, deadline=deadline, describe=describe,
+                                scrub=self._scrub)
         return turn.model_copy(update={"request_extras": self._request_extras(options)})
 
     async def sample_metrics(self) -> ServerSample | None:
@@ -158,30 +172,37 @@ class RouterAdapter:
         fail_attempt(attempt, clock, status, self._scrub(error))
         return attempt, None, _retry_after(headers)
 
-    def _scrub(self, text: str) -> str:
-        """A server may echo the key in an error body; it never leaves this adapter. (A key shorter than 8
-        characters is a test value: replacing it would mangle every word that contains it.)"""
-        key = self._api_key.get_secret_value()
-        return text.replace(key, "[key]") if len(key) >= 8 else text
+    def _advice(self, attempt: CallAttempt) -> str:
+        if attempt.http_status in (401, 403) or REFUSED_KEY.search(attempt.error or ""):
+            return f" (the router refused the key from ${self.api_key_env}: check it, or set the arm's api_key_env)"
+        return f" (check the arm's model {self.model!r} and base_url: the router does not serve it there)"
 
-    async def _get_models(self) -> Any:
-        url = self.base_url + "/models"
+    def _scrub(self, text: str) -> str:
+        """A server may echo the key (of any length) or the URL's credentials in an error body: they never
+        leave this adapter."""
+        return scrub(text, self.secrets)
+
+    async def _get_models(self) -> list[str] | None:
+        """The model ids the router lists, or None when it does not list them (404, 405, no list)."""
+        url = self.endpoint + "/models"
         headers = {"Authorization": f"Bearer {self._api_key.get_secret_value()}"}
         try:
             async with httpx.AsyncClient(timeout=httpx.Timeout(15.0, connect=10.0)) as client:
-                response = await client.get(url, headers=headers)
+                response = await client.get(self.base_url + "/models", headers=headers)
         except httpx.HTTPError as exc:
             raise AdapterError("unreachable", self._scrub(f"{url}: {type(exc).__name__}: {exc}")) from None
         if response.status_code in (401, 403) or _refused_key_without_db(response):
-            raise AdapterError("auth", f"{url}: HTTP {response.status_code}: the router refused the key from "
-                               f"${self.api_key_env} (check the key, or set the arm's api_key_env)")
+            raise AdapterError("configuration", f"{url}: HTTP {response.status_code}: the router refused the key "
+                               f"from ${self.api_key_env} (check the key, or set the arm's api_key_env)")
+        if response.status_code in (404, 405):
+            return None
         if response.status_code >= 400:
             raise AdapterError("unreachable", self._scrub(f"{url}: HTTP {response.status_code}: "
                                                           f"{error_message(response.text)}"))
         try:
-            return response.json()
+            return listed_models(response.json())
         except ValueError:
-            raise AdapterError("bad_response", f"{url}: not JSON: {response.text[:200]!r}") from None
+            raise AdapterError("bad_response", self._scrub(f"{url}: not JSON: {response.text[:200]!r}")) from None
 
 
 def _refused_key_without_db(response: httpx.Response) -> bool:
@@ -205,9 +226,9 @@ def resolve_api_key(api_key_env: str | None) -> tuple[str, str]:
         if value:
             return name, value
     if api_key_env:
-        raise AdapterError("auth", f"the arm reads its key from ${api_key_env}, which is not set: set "
+        raise AdapterError("configuration", f"the arm reads its key from ${api_key_env}, which is not set: set "
                            f"{api_key_env}")
-    raise AdapterError("auth", "no router API key: set ROUTER_API_KEY (also read, in this order: "
+    raise AdapterError("configuration", "no router API key: set ROUTER_API_KEY (also read, in this order: "
                        f"{', '.join(API_KEY_ENV_ORDER[1:])}) or name the variable in the arm's api_key_env")
 
 

@@ -6,28 +6,29 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 from typing import Any
 
 from adapters.base import AdapterError, ArmStart, Lease, ServerSample, utcnow
 from adapters.openai_http import OpenAICompatibleAdapter
+from adapters.scrubbing import redact_values, scrub_start
 
 # What FrogNano needs from its server (shared/reference/costs.md); a missing parser looks like a bad model.
 EXPECTED_SERVER_ARGS = {"tool_call_parser": "qwen3_coder", "reasoning_parser": "qwen3"}
 FROGNANO_MODEL_PATH = "microsoft/FrogNano-4B-2609"
-SECRET_KEY = re.compile(r"api_key|token|secret|password|authorization", re.IGNORECASE)
 
 
 class SGLangAdapter(OpenAICompatibleAdapter):
     def __init__(self, *, base_url: str, model: str, sampling: dict[str, Any], gpu_type: str, gpu_count: int,
                  usd_per_gpu_hour: float, api_key_env: str | None = None, request_timeout_sec: float = 600.0,
-                 max_retries: int = 3):
-        api_key = os.environ.get(api_key_env) if api_key_env else None
+                 max_retries: int = 3, allow_unlisted_model: bool = False):
+        api_key = os.environ.get(api_key_env, "").strip() if api_key_env else None
         if api_key_env and not api_key:
-            raise AdapterError("auth", f"the arm reads its key from ${api_key_env}, which is not set")
+            raise AdapterError("configuration", f"the arm reads its key from ${api_key_env}, which is not set: set "
+                               f"{api_key_env}")
         super().__init__(base_url=base_url, model=model, api_key=api_key, body_extras=sampling,
-                         request_timeout_sec=request_timeout_sec, max_retries=max_retries)
+                         request_timeout_sec=request_timeout_sec, max_retries=max_retries,
+                         allow_unlisted_model=allow_unlisted_model)
         self.server_root = self.base_url.removesuffix("/v1")
         self.lease = Lease(kind="gpu", hardware=gpu_type, count=gpu_count, usd_per_hour=usd_per_gpu_hour)
 
@@ -39,8 +40,9 @@ class SGLangAdapter(OpenAICompatibleAdapter):
         if server_info is not None and not server_info.get("enable_metrics", True):
             warnings.append("the server runs without --enable-metrics: no utilization or throughput samples")
         self.lease = self.lease.model_copy(update={"started_at": utcnow()})
-        return arm.model_copy(update={"server_info": server_info, "model_info": model_info, "lease": self.lease,
-                                      "warnings": warnings})
+        arm = arm.model_copy(update={"server_info": server_info, "model_info": model_info, "lease": self.lease,
+                                     "warnings": warnings})
+        return scrub_start(arm, self.arm_secrets())
 
     async def sample_metrics(self) -> ServerSample | None:
         from prometheus_client.parser import text_string_to_metric_families  # only arms that scrape pay for it
@@ -66,19 +68,11 @@ class SGLangAdapter(OpenAICompatibleAdapter):
     async def _get_root(self, path: str) -> dict[str, Any] | None:
         status, text = await self.get_text(self.server_root + path)
         try:
-            return without_secrets(json.loads(text)) if status == 200 else None
+            data = json.loads(text) if status == 200 else None
         except ValueError:
             return None
-
-
-def without_secrets(value: Any) -> Any:
-    """SGLang's /get_server_info dumps every server argument, its api_key included: never record those."""
-    if isinstance(value, dict):
-        return {k: "[redacted]" if SECRET_KEY.search(str(k)) and v not in (None, "") else without_secrets(v)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [without_secrets(v) for v in value]
-    return value
+        # SGLang's /get_server_info dumps every server argument, its api_key included: never keep those.
+        return redact_values(data, self.arm_secrets()) if isinstance(data, dict) else None
 
 
 def parser_warnings(server_info: dict[str, Any] | None) -> list[str]:
@@ -94,14 +88,23 @@ def parser_warnings(server_info: dict[str, Any] | None) -> list[str]:
     return warnings
 
 
+# SGLang exports its busy counter (forward_execution_seconds_total, gpu_execution_seconds_total up to 0.5.10), which
+# utilization, fitted work weights and break-even read, only with its device timer on; --enable-metrics alone is not
+# enough.
+LAUNCH_ENV = {"SGLANG_ENABLE_METRICS_DEVICE_TIMER": "1"}
+
+
 def launch_command(model_path: str = FROGNANO_MODEL_PATH, *, port: int = 30000, context_length: int = 131072,
                    tp: int = 1, host: str = "0.0.0.0") -> list[str]:
-    """The exact SGLang launch for FrogNano (shared/reference/costs.md), as an argv list."""
+    """The exact SGLang launch for FrogNano (shared/reference/costs.md), as an argv list; run it with LAUNCH_ENV
+    in its environment."""
     return ["python", "-m", "sglang.launch_server", "--model-path", model_path,
             "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder",
             "--context-length", str(context_length), "--mem-fraction-static", "0.85",
-            "--enable-metrics", "--enable-cache-report", "--tp", str(tp), "--host", host, "--port", str(port)]
+            "--enable-metrics", "--enable-cache-report", "--tp-size", str(tp), "--host", host, "--port", str(port)]
 
 
 def launch_command_text(**kwargs: Any) -> str:
-    return shlex.join(launch_command(**kwargs))
+    """The launch as one shell line: LAUNCH_ENV as assignments before the command."""
+    assignments = [f"{name}={shlex.quote(value)}" for name, value in LAUNCH_ENV.items()]
+    return " ".join([*assignments, shlex.join(launch_command(**kwargs))])

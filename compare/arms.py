@@ -14,13 +14,13 @@ def build_adapter(arm: SglangArm | RouterArm | LocalArm) -> Adapter:
         return SGLangAdapter(base_url=arm.base_url, model=arm.model, sampling=arm.sampling.body(),
                              gpu_type=arm.gpu.type, gpu_count=arm.gpu.count, usd_per_gpu_hour=arm.gpu.usd_per_hour,
                              api_key_env=arm.api_key_env, request_timeout_sec=arm.request_timeout_sec,
-                             max_retries=arm.max_retries)
+                             max_retries=arm.max_retries, allow_unlisted_model=arm.allow_unlisted_model)
     if isinstance(arm, RouterArm):
         from adapters.router import RouterAdapter
 
         return RouterAdapter(model=arm.model, base_url=arm.base_url, api_key_env=arm.api_key_env,
                              sampling=arm.sampling.body(), request_timeout_sec=arm.request_timeout_sec,
-                             max_retries=arm.max_retries)
+                             max_retries=arm.max_retries, allow_unlisted_model=arm.allow_unlisted_model)
     if isinstance(arm, LocalArm):
         from adapters.local import LocalAdapter
 

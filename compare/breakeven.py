@@ -2,10 +2,17 @@
 volume at which the self-hosted cost per resolved attempt equals the hosted one, and its sensitivity over the
 public GPU price grid. Built from the two arms' summaries (compare.summary), so it uses the same numbers.
 
-The model, per attempt of the self-hosted arm (B = busy GPU-seconds per attempt, measured from the server's
-`gpu_execution_seconds_total`; k GPUs at p $/GPU-hour; u utilization; s sandbox $; r resolved per attempt):
-    cost per resolved attempt = (p·k·B / (3600·u) + s) / r
-and an always-on lease for a month (730 h) serving V attempts costs (p·k·730 + V·s) / (V·r) per resolved."""
+The model, per attempt of the self-hosted arm: B = busy GPU-seconds per attempt, summed over every GPU (the
+server's busy counter, one series per GPU: compare.costs.busy_seconds); a lease of k GPUs at p $/GPU-hour;
+u = utilization = busy GPU-seconds ÷ (lease seconds × k); s sandbox $; r resolved per attempt. The lease holds
+B/u GPU-seconds per attempt, so
+    GPU $ per attempt = p·B / (3600·u)        (k is already in B and u: it appears in neither)
+    cost per resolved attempt = (p·B / (3600·u) + s) / r
+which, at the lease's own p and measured u, is exactly the summary's cost per resolved attempt. Against a hosted
+cost per resolved attempt T the GPU may spend T·r − s per attempt, so
+    break-even price p* = (T·r − s)·3600·u / B,  utilization needed u* = p·B / (3600·(T·r − s)),
+and an always-on lease of k GPUs for a month (730 h) costs p·k·730: it breaks even at V = p·k·730 / (T·r − s)
+attempts a month and serves at most 730·3600·k / B (every GPU-second busy)."""
 
 from __future__ import annotations
 
@@ -38,18 +45,18 @@ def breakeven(self_hosted: dict[str, Any], hosted: dict[str, Any], *, gpu_usd_pe
     out.update(hosted_cost_per_resolved_attempt=target, self_hosted_resolve_rate=r,
                busy_seconds_per_attempt=b, sandbox_usd_per_attempt=s, gpus=k, at_gpu_usd_per_hour=p,
                at_utilization=u,
-               self_hosted_cost_per_resolved_attempt=_cost(p, u, k, b, s, r) if u else None)
+               self_hosted_cost_per_resolved_attempt=_cost(p, u, b, s, r) if u else None)
     if budget <= 0:
         return {**out, "reason": "the self-hosted arm's sandbox cost per resolved attempt alone exceeds the hosted "
                 "arm's cost per resolved attempt: no GPU price breaks even", "gpu_usd_per_hour": None,
                 "utilization": None, "monthly_attempts": None, "grid": []}
-    out["gpu_usd_per_hour"] = budget * 3600 * u / (k * b) if u else None
-    needed = p * k * b / (3600 * budget)
+    out["gpu_usd_per_hour"] = budget * 3600 * u / b if u else None
+    needed = p * b / (3600 * budget)
     out["utilization"] = needed if needed <= 1 else None
     if needed > 1:
         out["utilization_reason"] = f"would need {needed:.0%} utilization at ${p:.2f}/GPU-hour: not reachable"
     volume = p * k * HOURS_PER_MONTH / budget
-    capacity = HOURS_PER_MONTH * 3600 / b
+    capacity = HOURS_PER_MONTH * 3600 * k / b
     out["monthly_attempts"] = volume if volume <= capacity else None
     out["monthly_capacity_attempts"] = capacity
     if volume > capacity:
@@ -58,8 +65,8 @@ def breakeven(self_hosted: dict[str, Any], hosted: dict[str, Any], *, gpu_usd_pe
     if not u:
         out["reason"] = "no measured utilization: pass one to get the break-even GPU price"
     out["grid"] = [{"gpu": gpu, "level": level, "gpu_usd_per_hour": price,
-                    "self_hosted_cost_per_resolved_attempt": _cost(price, u, k, b, s, r) if u else None,
-                    "breakeven_utilization": price * k * b / (3600 * budget)}
+                    "self_hosted_cost_per_resolved_attempt": _cost(price, u, b, s, r) if u else None,
+                    "breakeven_utilization": price * b / (3600 * budget)}
                    for gpu, prices in GPU_PRICE_GRID.items() for level, price in zip(("low", "typical", "high"),
                                                                                     prices)]
     return out
@@ -73,8 +80,9 @@ def breakeven_if_applicable(summaries: list[dict[str, Any]]) -> dict[str, Any] |
     return breakeven(kinds["self-hosted"], kinds["hosted"])
 
 
-def _cost(p: float, u: float, k: int, b: float, s: float, r: float) -> float:
-    return (p * k * b / (3600 * u) + s) / r
+def _cost(p: float, u: float, b: float, s: float, r: float) -> float:
+    """Cost per resolved attempt at p $/GPU-hour and utilization u (B busy GPU-seconds summed over the GPUs)."""
+    return (p * b / (3600 * u) + s) / r
 
 
 def _why_not(self_hosted: dict[str, Any], hosted: dict[str, Any], target: float | None,
@@ -91,6 +99,6 @@ def _why_not(self_hosted: dict[str, Any], hosted: dict[str, Any], target: float 
     if not lease:
         return "the self-hosted arm has no lease recorded"
     if not lease.get("busy_seconds"):
-        return ("no busy GPU-seconds were measured for the self-hosted arm (its server exported no "
-                "gpu_execution_seconds_total): launch SGLang with metrics and the device timer")
+        return ("no busy GPU-seconds were measured for the self-hosted arm: "
+                + (lease.get("busy_counter_reason") or "its server exported no busy counter"))
     return None

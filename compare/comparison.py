@@ -48,7 +48,16 @@ def differences(a: ArmFacts, b: ArmFacts, spec: RunSpec) -> list[str]:
     hashes_a, hashes_b = _hashes(a), _hashes(b)
     if hashes_a != hashes_b:
         found.append(f"sandbox spec hashes differ: {a.arm} {_fmt(hashes_a)}, {b.arm} {_fmt(hashes_b)}")
+    prompt_a, prompt_b = a.prompt.get("prompt_source"), b.prompt.get("prompt_source")
+    if None not in (prompt_a, prompt_b) and a.prompt != b.prompt:  # the oracle sends no prompt at all
+        found.append(f"system prompt and tool descriptions differ: {a.arm} {_describe(a.prompt)}, "
+                     f"{b.arm} {_describe(b.prompt)}")
     return found
+
+
+def _describe(prompt: dict) -> str:
+    commit = prompt.get("leaf_commit")
+    return prompt["prompt_source"] + (f" at {commit[:12]}" if commit else "")
 
 
 def compare_arms(conn, run_id: str, arm_a: str, arm_b: str, *, allow_mismatch: bool = False,

@@ -19,9 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from adapters.base import Lease, ServerSample, utcnow
 
 __all__ = [
-    "CACHED_PREFILL_FRACTION", "DEFAULT_WEIGHTS", "Counters", "Lease", "Sample", "Work", "WorkWeights",
-    "attribute_lease", "busy_seconds", "fit_weights", "lease_cost_usd", "lease_seconds", "marginal_cost",
-    "measured_saturation_tokens_per_sec", "samples_of", "sandbox_cost_usd", "utilization",
+    "BUSY_COUNTERS", "CACHED_PREFILL_FRACTION", "DEFAULT_WEIGHTS", "FORWARD_SECONDS", "GPU_SECONDS", "Busy",
+    "Counters", "Lease", "LedgerLease", "Sample", "Work", "WorkWeights", "attribute_lease", "busy_seconds",
+    "fit_weights", "lease_cost_usd", "lease_end", "lease_seconds", "marginal_cost",
+    "measured_saturation_tokens_per_sec", "read_busy", "samples_of", "sandbox_cost_usd", "utilization",
 ]
 
 SECONDS_PER_HOUR = 3600.0
@@ -31,9 +32,28 @@ SECONDS_PER_HOUR = 3600.0
 # started_at, ended_at), re-exported here so there is one lease type from the adapter to the ledger to the bill.
 
 
+class LedgerLease(Lease):
+    """A lease as the ledger holds it: the adapter's lease plus `gpu_leases.heartbeat_at`, the last time the
+    process holding it was known alive (refreshed while it is open; None in ledgers from before heartbeats)."""
+
+    heartbeat_at: datetime | None = None
+
+
+def lease_end(lease: Lease, now: datetime | None = None) -> datetime:
+    """Where the bill stops: the lease's end; for a lease still open, its owner's last heartbeat, so a finished
+    run's figures never grow with the wall clock (the owner may be long dead); `now` (default: the current UTC
+    time) only for an open lease with no heartbeat, as an older ledger wrote it."""
+    if lease.ended_at is not None:
+        return lease.ended_at
+    heartbeat = lease.heartbeat_at if isinstance(lease, LedgerLease) else None
+    if heartbeat is not None:
+        return max(heartbeat, lease.started_at)
+    return now or utcnow()
+
+
 def lease_seconds(lease: Lease, now: datetime | None = None) -> float:
-    """How long the lease has been held; a lease still open ends at `now` (default: the current UTC time)."""
-    end = lease.ended_at if lease.ended_at is not None else (now or utcnow())
+    """How long the lease has been held, up to `lease_end`."""
+    end = lease_end(lease, now)
     seconds = (end - lease.started_at).total_seconds()
     if seconds < 0:
         raise ValueError(f"lease ends ({end.isoformat()}) before it starts ({lease.started_at.isoformat()})")
@@ -87,7 +107,7 @@ class WorkWeights(BaseModel):
 
 
 # A prefix-cache hit skips the token's forward pass; what is left (attention of the new tokens over the cached KV,
-# the KV memory it holds) is small, and SGLang's forward_extend time already charges that attention to the
+# the KV memory it holds) is small, and SGLang's extend busy time already charges that attention to the
 # computed tokens. Both hosted sheets in costs.md price cached input at 10 % of input (gpt-5 0.125 / 1.25,
 # claude-sonnet-4-5 0.30 / 3): we use the same 10 %.
 CACHED_PREFILL_FRACTION = 0.1
@@ -120,11 +140,20 @@ def samples_of(scrapes: Iterable[ServerSample]) -> list[Sample]:
     return [Sample(scrape.taken_at, metric, value) for scrape in scrapes for metric, value in scrape.values.items()]
 
 
-GPU_SECONDS = "sglang:gpu_execution_seconds_total"
+# SGLang's busy counter, exported only with SGLANG_ENABLE_METRICS_DEVICE_TIMER=1: CUDA-event time of the forward
+# passes, one series per scheduler (GPU) and category. Renamed in 0.5.11; read the newest spelling first.
+FORWARD_SECONDS = "sglang:forward_execution_seconds_total"  # 0.5.11 on; category = ForwardMode name: extend, ...
+GPU_SECONDS = "sglang:gpu_execution_seconds_total"  # up to 0.5.10; category = "forward_" + the same name
+BUSY_COUNTERS = (FORWARD_SECONDS, GPU_SECONDS)
 REALTIME_TOKENS = "sglang:realtime_tokens_total"
-# SGLang names the prefill category after ForwardMode: forward_extend (some releases say forward_prefill).
-PREFILL_CATEGORIES = frozenset({"forward_extend", "forward_prefill"})
-DECODE_CATEGORIES = frozenset({"forward_decode"})
+# Prefill: extend (a prefix-cache miss is an extend with no prefix), split_prefill (PD multiplexing's layer-split
+# prefill); some releases say prefill. Decode: decode. Idle: a padding-only pass of a data-parallel worker with no
+# sequence, GPU time that serves no request, so not busy. Mixed, target_verify, draft_extend and the like are busy
+# but cannot be split between prefill and decode.
+PREFILL_CATEGORIES = frozenset({"forward_extend", "forward_prefill", "forward_split_prefill",
+                                "extend", "prefill", "split_prefill"})
+DECODE_CATEGORIES = frozenset({"forward_decode", "decode"})
+IDLE_CATEGORIES = frozenset({"forward_idle", "idle"})
 TOKEN_MODES = frozenset({"prefill_compute", "prefill_cache", "decode"})
 # SGLang runs one scheduler process per GPU and each exports its own series, told apart by these labels.
 # GPU-seconds add up across them; tokens do not: tensor- and pipeline-parallel ranks all count the same batch.
@@ -175,25 +204,28 @@ def _counters(samples: Iterable[Sample] | Counters) -> Counters:
 
 
 def _series(samples: Iterable[Sample] | Counters, name: str, label: str | None = None,
-            values: frozenset[str] = frozenset()) -> Series:
-    """Every series of counter `name` (optionally only those whose `label` is in `values`): labels → (epoch
-    seconds, values) sorted by time."""
+            values: frozenset[str] = frozenset(), exclude: frozenset[str] = frozenset()) -> Series:
+    """Every series of counter `name` (optionally only those whose `label` is in `values`, or not in `exclude`):
+    labels → (epoch seconds, values) sorted by time."""
     found: Series = {}
     for metric, points in _counters(samples).groups.items():
-        labels = _match(metric, name, label, values)
+        labels = _match(metric, name, label, values, exclude)
         if labels is not None:
             found[labels] = points
     return found
 
 
-def _match(metric: str, name: str, label: str | None, values: frozenset[str]) -> Labels | None:
+def _match(metric: str, name: str, label: str | None, values: frozenset[str],
+           exclude: frozenset[str]) -> Labels | None:
     if not metric.startswith(name):
         return None
     parsed = _parse(metric)
     if parsed is None or parsed[0] != name:
         return None
-    if label is not None and dict(parsed[1]).get(label) not in values:
-        return None
+    if label is not None:
+        value = dict(parsed[1]).get(label)
+        if (values and value not in values) or value in exclude:
+            return None
     return parsed[1]
 
 
@@ -235,15 +267,18 @@ def _increases(series: Series) -> dict[Labels, float]:
 
 
 def fit_weights(samples: list[Sample] | Counters) -> WorkWeights | None:
-    """GPU-seconds per token from SGLang's counters over the samples (last − first): forward_extend seconds ÷
-    prefill_compute tokens for an uncached prefill token, forward_decode seconds ÷ decode tokens for a decode
-    token, and CACHED_PREFILL_FRACTION of the uncached weight for a cached one (a cache hit skips the forward
-    pass; the attention over the cached prefix is already in forward_extend's seconds). None when a counter is
-    missing or did not move. Mixed prefill+decode batches (forward_mixed, off by default) cannot be split and are
-    left out."""
+    """GPU-seconds per token from SGLang's counters over the samples (last − first): prefill (extend) busy seconds
+    ÷ prefill_compute tokens for an uncached prefill token, decode busy seconds ÷ decode tokens for a decode token,
+    and CACHED_PREFILL_FRACTION of the uncached weight for a cached one (a cache hit skips the forward pass; the
+    attention over the cached prefix is already in the extend seconds). The busy counter is whichever spelling
+    the server exports (`read_busy`). None when a counter is missing or did not move. Mixed prefill+decode batches
+    (mixed, off by default) cannot be split and are left out."""
     samples = _counters(samples)
-    extend_seconds = _gpu_sum(_increases(_series(samples, GPU_SECONDS, "category", PREFILL_CATEGORIES)))
-    decode_seconds = _gpu_sum(_increases(_series(samples, GPU_SECONDS, "category", DECODE_CATEGORIES)))
+    counter = read_busy(samples).counter
+    if counter is None:
+        return None
+    extend_seconds = _gpu_sum(_increases(_series(samples, counter, "category", PREFILL_CATEGORIES)))
+    decode_seconds = _gpu_sum(_increases(_series(samples, counter, "category", DECODE_CATEGORIES)))
     prefill_tokens = _token_sum(_increases(_series(samples, REALTIME_TOKENS, "mode", frozenset({"prefill_compute"}))))
     decode_tokens = _token_sum(_increases(_series(samples, REALTIME_TOKENS, "mode", frozenset({"decode"}))))
     if min(extend_seconds, decode_seconds, prefill_tokens, decode_tokens) <= 0:
@@ -253,22 +288,50 @@ def fit_weights(samples: list[Sample] | Counters) -> WorkWeights | None:
     return WorkWeights(
         uncached_prefill=uncached, cached_prefill=uncached * CACHED_PREFILL_FRACTION, decode=decode,
         source="fitted",
-        note=f"fitted from SGLang counters: {extend_seconds:.3f} forward_extend GPU-s over {prefill_tokens:.0f} "
-             f"prefill_compute tokens, {decode_seconds:.3f} forward_decode GPU-s over {decode_tokens:.0f} decode "
-             f"tokens, cached prefill at {CACHED_PREFILL_FRACTION:g}× uncached (assumed)")
+        note=f"fitted from SGLang counters ({counter}): {extend_seconds:.3f} prefill GPU-s over "
+             f"{prefill_tokens:.0f} prefill_compute tokens, {decode_seconds:.3f} decode GPU-s over "
+             f"{decode_tokens:.0f} decode tokens, cached prefill at {CACHED_PREFILL_FRACTION:g}× uncached (assumed)")
+
+
+class Busy(NamedTuple):
+    """Busy GPU-seconds as read from the server's counters: which counter, how many seconds (None when not
+    measured) and, when not, why."""
+
+    counter: str | None
+    seconds: float | None
+    reason: str | None
+
+
+NO_BUSY_COUNTER = (f"the server did not export {FORWARD_SECONDS} (SGLang 0.5.11 and later) or {GPU_SECONDS} (up "
+                   "to 0.5.10): start SGLang with SGLANG_ENABLE_METRICS_DEVICE_TIMER=1 and --enable-metrics "
+                   "(`leafcost sglang command` prints such a launch)")
+
+
+def read_busy(samples: list[Sample] | Counters) -> Busy:
+    """Busy GPU-seconds: Σ over every category but idle (and every scheduler, one per GPU) of the busy counter's
+    increase, from the newest spelling the server exported with two points or more."""
+    samples = _counters(samples)
+    seen = [name for name in BUSY_COUNTERS if _series(samples, name)]
+    for name in seen:
+        measured = _increases(_series(samples, name, "category", exclude=IDLE_CATEGORIES))
+        if measured:
+            return Busy(name, _gpu_sum(measured), None)
+    if seen:
+        return Busy(None, None, f"{seen[0]} was sampled fewer than twice while the arm ran: no interval to "
+                                "measure (scrape more often: metrics_interval_sec)")
+    return Busy(None, None, NO_BUSY_COUNTER)
 
 
 def busy_seconds(samples: list[Sample] | Counters) -> float | None:
-    """Busy GPU-seconds: Σ over every category (and every scheduler, one per GPU) of gpu_execution_seconds_total's
-    increase. None when the server exports no such counter with two points."""
-    measured = _increases(_series(samples, GPU_SECONDS))
-    return _gpu_sum(measured) if measured else None
+    """`read_busy`'s seconds: None when the server exports neither busy counter with two points."""
+    return read_busy(samples).seconds
 
 
 def utilization(busy: float | None, lease: Lease, now: datetime | None = None) -> float | None:
-    """Busy GPU-seconds ÷ the lease's GPU-seconds (lease seconds × count): the share of the hardware paid for that
-    ran forward passes. `busy` counts each GPU's own seconds (SGLang exports one series per scheduler and each
-    scheduler drives one GPU), hence the × count. Not capped at 1, so a double count shows. None without `busy`."""
+    """Busy GPU-seconds ÷ the lease's GPU-seconds (lease seconds × count, up to `lease_end`): the share of the
+    hardware paid for that ran forward passes. `busy` counts each GPU's own seconds (SGLang exports one series per
+    scheduler and each scheduler drives one GPU), hence the × count. Not capped at 1, so a double count shows.
+    None without `busy`."""
     if busy is None:
         return None
     paid = lease_seconds(lease, now) * lease.count

@@ -1,23 +1,26 @@
 """One Leaf episode: the short system prompt, the task's instruction, one chat completion per step, tools run
 in order, reasoning sent back, Leaf's exit reasons. Improves on Leaf where it is unsafe: the wall-time budget
-holds during a slow model call or command too, and a misconfigured parser is a harness error, not a miss."""
+holds during a slow model call or command too, and a misconfigured parser is a harness error, not a miss.
+The prompt and tool schemas are leafcost's own words unless the arm reads Leaf's from a checkout."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.base import Adapter, AdapterError, CallAttempt, ToolCall, Turn, Usage, utcnow
 from compare.misconfig import detect_parser_misconfiguration
 from compare.spec import Budgets
 from sandbox import LEAF_TOOLS, LocalSandbox, SandboxError, bash_arguments
 
-# Our own words for Leaf's short prompt: an engineering agent in a checked-out repository, tools, brief answer.
+# Our own words for what Leaf's short prompt says: an engineering agent in a checked-out repository, tools, a
+# brief answer. A user who has Leaf can send Leaf's own text instead (compare.leaf_prompt).
 SYSTEM_PROMPT = (
     "You are a software engineering agent working in a checked-out code repository. Use the tools to look at "
     "files, make focused edits and run commands. Solve the task, check your change when it is practical, and "
@@ -27,7 +30,41 @@ TRAJECTORY_FORMAT = "leaf-function-calling"
 LENGTH_FINISH = frozenset({"length", "max_tokens", "max_new_tokens"})
 CONTEXT_OVERFLOW_MARKERS = ("context_length_exceeded", "reduce the length", "maximum context length")
 INFRASTRUCTURE_EXITS = frozenset({"infrastructure_error"})
-HARNESS_EXITS = frozenset({"parser_misconfigured"})
+# Errors of the set-up, not of the model: counted as errors, never retried, never a plain miss.
+HARNESS_EXITS = frozenset({"parser_misconfigured", "configuration_error"})
+
+
+PromptSource = Literal["leafcost", "leaf-checkout"]
+
+
+class EpisodePrompt(BaseModel):
+    """What every request of an episode carries besides the conversation: the system prompt and the tool
+    schemas, sent exactly as held here, and where they came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: PromptSource = "leafcost"
+    system_prompt: str = SYSTEM_PROMPT
+    tools: list[dict[str, Any]] = Field(default_factory=lambda: LEAF_TOOLS)
+    leaf_checkout: str | None = None  # the FrogNano clone read, when source is "leaf-checkout"
+    leaf_commit: str | None = None  # its git HEAD, when it is a git clone
+
+    @property
+    def prompt_sha256(self) -> str:
+        return hashlib.sha256(self.system_prompt.encode("utf-8")).hexdigest()
+
+    @property
+    def tools_sha256(self) -> str:
+        """Of the compact JSON, keys in the order sent: any change to what the model reads changes it."""
+        return hashlib.sha256(_compact_json(self.tools).encode("utf-8")).hexdigest()
+
+    def config(self) -> dict[str, Any]:
+        """The arm's recorded prompt configuration (runs beside the adapter's in `arms.config`)."""
+        return {"prompt_source": self.source, "leaf_checkout": self.leaf_checkout, "leaf_commit": self.leaf_commit,
+                "prompt_sha256": self.prompt_sha256, "tools_sha256": self.tools_sha256}
+
+
+LEAFCOST_PROMPT = EpisodePrompt()
 
 
 class EpisodeRecorder(Protocol):
@@ -51,6 +88,8 @@ class EpisodeResult(BaseModel):
     messages: list[dict[str, Any]]
     steps: list[dict[str, Any]] = Field(default_factory=list)
     final_message: str = ""
+    tools: list[dict[str, Any]] = Field(default_factory=lambda: LEAF_TOOLS)  # as sent with every request
+    prompt_source: PromptSource = "leafcost"
 
     @property
     def infrastructure_error(self) -> bool:
@@ -62,7 +101,8 @@ class EpisodeResult(BaseModel):
 
     def trajectory(self, **extra: Any) -> dict[str, Any]:
         """Leaf's trajectory fields, plus per-step usage and whatever the caller adds (patch, ids, grade)."""
-        return {"trajectory_format": TRAJECTORY_FORMAT, "messages": self.messages, "tools": LEAF_TOOLS,
+        return {"trajectory_format": TRAJECTORY_FORMAT, "messages": self.messages, "tools": self.tools,
+                "prompt_source": self.prompt_source,
                 "steps": self.steps, "n_steps": self.n_steps, "exit_reason": self.exit_reason, "error": self.error,
                 "final_message": self.final_message, "context_tokens": self.context_tokens,
                 "elapsed_sec": self.elapsed_sec, "partial": False, "misconfiguration": self.misconfiguration,
@@ -70,16 +110,18 @@ class EpisodeResult(BaseModel):
 
 
 async def run_episode(adapter: Adapter, sandbox: LocalSandbox, instruction: str, budgets: Budgets,
-                      recorder: EpisodeRecorder) -> EpisodeResult:
+                      recorder: EpisodeRecorder, prompt: EpisodePrompt = LEAFCOST_PROMPT) -> EpisodeResult:
+    """One episode; `prompt` is the system prompt and tool schemas every request carries (default: ours)."""
     started = time.monotonic()
     deadline = started + budgets.time_budget_sec
-    loop = _Loop(recorder, [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": instruction}])
+    loop = _Loop(recorder, prompt, [{"role": "system", "content": prompt.system_prompt},
+                                    {"role": "user", "content": instruction}])
     for step in range(budgets.max_steps):
         if time.monotonic() >= deadline:
             return loop.finish("max_time", started)
         loop.n_steps += 1
         try:
-            turn = await adapter.chat(loop.messages, LEAF_TOOLS, max_tokens=budgets.max_tokens_per_turn,
+            turn = await adapter.chat(loop.messages, prompt.tools, max_tokens=budgets.max_tokens_per_turn,
                                       deadline=deadline)
         except AdapterError as exc:
             await loop.record_attempts(step, exc.attempts)
@@ -115,15 +157,19 @@ def count_message_tokens(messages: list[dict[str, Any]]) -> int:
     """Leaf's fallback count when no tokenizer is at hand (FrogNano's lives on a model hub): UTF-8 bytes / 4."""
     if not messages:
         return 0
-    serialized = json.dumps(messages, separators=(",", ":"), ensure_ascii=False)
-    return math.ceil(len(serialized.encode("utf-8")) / 4)
+    return math.ceil(len(_compact_json(messages).encode("utf-8")) / 4)
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class _Loop:
     """The episode's running state, so the loop above reads as Leaf's."""
 
-    def __init__(self, recorder: EpisodeRecorder, messages: list[dict[str, Any]]):
+    def __init__(self, recorder: EpisodeRecorder, prompt: EpisodePrompt, messages: list[dict[str, Any]]):
         self.recorder = recorder
+        self.prompt = prompt
         self.messages = messages
         self.steps: list[dict[str, Any]] = []
         self.usage = Usage()
@@ -161,7 +207,8 @@ class _Loop:
         return EpisodeResult(exit_reason=reason, n_steps=self.n_steps, usage=self.usage, model_calls=self.model_calls,
                              error=error, misconfiguration=misconfiguration, context_tokens=self.context_tokens,
                              elapsed_sec=time.monotonic() - started, messages=self.messages, steps=self.steps,
-                             final_message=self.final_message)
+                             final_message=self.final_message, tools=self.prompt.tools,
+                             prompt_source=self.prompt.source)
 
 
 def _assistant_message(turn: Turn) -> dict[str, Any]:
@@ -189,6 +236,8 @@ def _adapter_exit(error: AdapterError) -> str:
         return "max_time"
     if error.infrastructure:
         return "infrastructure_error"
+    if error.configuration:  # a wrong model name, key or route: the arm is misconfigured, the model did nothing
+        return "configuration_error"
     message = str(error).lower()
     if any(marker in message for marker in CONTEXT_OVERFLOW_MARKERS) or ("context length" in message
                                                                           and "exceed" in message):

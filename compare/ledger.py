@@ -15,6 +15,7 @@ import os
 import queue
 import re
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,12 +28,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from adapters.base import CallAttempt, Lease, ServerSample, ToolCall, utcnow
+from adapters.scrubbing import credential_shaped, names_env, redact_values, secret_name
 from compare.spec import RunSpec
 
 if TYPE_CHECKING:
     import duckdb
 
-RunStatus = Literal["running", "finished", "interrupted"]
+RunStatus = Literal["running", "finished", "interrupted", "failed"]
 ArmStatus = Literal["ready", "skipped", "failed", "finished", "interrupted"]
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,120}$")
 _OPEN_HERE: set[str] = set()  # files a Ledger of this process holds: one writer per file
@@ -115,16 +117,9 @@ def check_no_secrets(value: Any, where: str) -> None:
 
 
 def redact_secrets(value: Any) -> Any:
-    """A copy with every credential-named key's non-empty value replaced by "[redacted]" (for what servers say
-    about themselves: SGLang's server info lists its own api_key)."""
-    if isinstance(value, Mapping):
-        return {k: ("[redacted]" if _secret_key(str(k)) and v not in (None, "") and not _names_env(str(k), v)
-                    else redact_secrets(v)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact_secrets(v) for v in value]
-    if isinstance(value, str) and _SECRET_VALUE.search(value):
-        return "[redacted]"
-    return value
+    """A copy with every credential value replaced by "[redacted]" (for what servers say about themselves:
+    SGLang's server info lists its own api_key): the adapters' one rule."""
+    return redact_values(value)
 
 
 class RunRecord(BaseModel):
@@ -142,6 +137,7 @@ class RunRecord(BaseModel):
     seeds: int
     leafcost_version: str
     sandbox_options: dict[str, Any] | None = None
+    status_reason: str | None = None
 
     def spec(self) -> RunSpec:
         return RunSpec.model_validate_json(self.spec_json)
@@ -152,6 +148,15 @@ class RunRecord(BaseModel):
         return cls.model_validate({**row, "task_ids": json.loads(row["task_ids"]),
                                    "sandbox_options": json.loads(row["sandbox_options"])
                                    if row["sandbox_options"] else None})
+
+
+class ArmTotals(BaseModel):
+    """An arm's figures as the ledger has them, whichever process ran its episodes: final attempts only."""
+
+    done: int = 0  # (task, seed) keys whose final attempt finished
+    resolved: int = 0
+    errors: int = 0  # final attempts that ended in an infrastructure or harness error
+    calls_cost_usd: float = 0.0  # sum of model_calls.cost_usd over every attempt (hosted arms; 0 when self-hosted)
 
 
 class Ledger:
@@ -169,6 +174,7 @@ class Ledger:
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._episodes: dict[str, tuple[str, str]] = {}  # running here: episode_id -> (run_id, arm)
+        self._held_leases: set[int] = set()  # opened through this Ledger and not closed: their owner is alive
         self._ids = {table: _IdPool(sequence) for table, (_, sequence) in _ID_COLUMNS.items()}
         self._ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._write_loop, name=f"ledger-writer:{path.name}", daemon=True)
@@ -197,7 +203,9 @@ class Ledger:
 
     async def create_run(self, run_id: str, spec: RunSpec, *, task_ids: Sequence[str],
                          sandbox_options: BaseModel | Mapping[str, Any] | None = None,
-                         leafcost_version: str | None = None, created_at: datetime | None = None) -> None:
+                         leafcost_version: str | None = None, created_at: datetime | None = None,
+                         spec_sha256: str | None = None) -> None:
+        """`spec_sha256` when the run's hash covers more than the spec (a Leaf checkout's prompt and tools)."""
         if not RUN_ID.match(run_id):
             raise LedgerError(f"run id {run_id!r}: use letters, digits and _.:- only (it is part of episode ids)")
         spec_json = spec.model_dump_json()
@@ -206,15 +214,18 @@ class Ledger:
         check_no_secrets(options, "sandbox_options")
         at = _utc(created_at) or utcnow()
         row = {"run_id": run_id, "name": spec.name, "created_at": at, "updated_at": at, "status": "running",
-               "spec_json": spec_json, "spec_sha256": spec.digest(), "suite": spec.suite,
+               "spec_json": spec_json, "spec_sha256": spec_sha256 or spec.digest(), "suite": spec.suite,
                "task_ids": _json(list(task_ids)), "seeds": spec.seeds,
                "leafcost_version": leafcost_version or _leafcost_version(), "sandbox_options": _json(options)}
         await self._write("create_run", lambda batch: batch.append("runs", row))
 
-    async def set_run_status(self, run_id: str, status: RunStatus) -> None:
+    async def set_run_status(self, run_id: str, status: RunStatus, reason: str | None = None) -> None:
+        """Sets the run's status and its reason (None clears a previous one: a resumed run is running again).
+        A value that looks like a key is stored as "[redacted]"."""
+        changes = {"status": status, "status_reason": redact_secrets(reason), "updated_at": utcnow()}
+
         def apply(batch: _Batch) -> None:
-            batch.update_one("runs", "run_id = ?", [run_id], {"status": status, "updated_at": utcnow()},
-                             what=f"run {run_id!r}")
+            batch.update_one("runs", "run_id = ?", [run_id], changes, what=f"run {run_id!r}")
         await self._write("set_run_status", apply)
 
     # arms -------------------------------------------------------------------------------------------------
@@ -333,10 +344,16 @@ class Ledger:
     # leases and samples -----------------------------------------------------------------------------------
 
     async def open_lease(self, run_id: str, arm: str, lease: Lease) -> int:
+        """Records a lease held by this process (owner_pid, owner_host); its heartbeat starts at started_at.
+        Keep it beating with heartbeat_leases while it is open."""
         row = {"run_id": run_id, "arm": arm, "kind": lease.kind, "hardware": lease.hardware, "count": lease.count,
                "usd_per_hour": lease.usd_per_hour, "started_at": _utc(lease.started_at),
-               "ended_at": _utc(lease.ended_at)}
-        return await self._write("open_lease", lambda batch: batch.append("gpu_leases", row))
+               "ended_at": _utc(lease.ended_at), "heartbeat_at": _utc(lease.started_at), "owner_pid": os.getpid(),
+               "owner_host": socket.gethostname()}
+        lease_id = await self._write("open_lease", lambda batch: batch.append("gpu_leases", row))
+        if lease.ended_at is None:
+            self._held_leases.add(lease_id)
+        return lease_id
 
     async def close_lease(self, lease_id: int, ended_at: datetime) -> None:
         def apply(batch: _Batch) -> None:
@@ -344,7 +361,37 @@ class Ledger:
                                  "RETURNING lease_id", [_utc(ended_at), lease_id]).fetchall()
             if not done:
                 raise LedgerError(f"lease {lease_id} is not open (unknown, or already closed)")
-        await self._write("close_lease", apply)
+        try:
+            await self._write("close_lease", apply)
+        finally:
+            self._held_leases.discard(lease_id)
+
+    async def heartbeat_leases(self, lease_ids: Sequence[int], at: datetime) -> int:
+        """Records that the owner of these open leases is alive at `at` (a heartbeat never moves back). Returns
+        how many open leases were updated; closed or unknown ids are ignored."""
+        ids = [int(i) for i in lease_ids]
+        if not ids:
+            return 0
+
+        def apply(batch: _Batch) -> int:
+            return len(batch.execute(
+                "UPDATE gpu_leases SET heartbeat_at = greatest(coalesce(heartbeat_at, started_at), ?) "
+                "WHERE list_contains(?::BIGINT[], lease_id) AND ended_at IS NULL RETURNING lease_id",
+                [_utc(at), ids]).fetchall())
+        return await self._write("heartbeat_leases", apply)
+
+    async def close_orphan_leases(self, run_id: str) -> int:
+        """Closes the run's open leases whose owner is gone, at their last heartbeat (started_at when none), so a
+        killed process's lease stops costing. Every open lease not opened through this Ledger is such an orphan:
+        DuckDB lets no other process open the file while this one holds it. Returns how many were closed."""
+        held = sorted(self._held_leases)
+
+        def apply(batch: _Batch) -> int:
+            return len(batch.execute(
+                "UPDATE gpu_leases SET ended_at = greatest(started_at, coalesce(heartbeat_at, started_at)) "
+                "WHERE run_id = ? AND ended_at IS NULL AND NOT list_contains(?::BIGINT[], lease_id) "
+                "RETURNING lease_id", [run_id, held]).fetchall())
+        return await self._write("close_orphan_leases", apply)
 
     async def record_sample(self, run_id: str, arm: str, sample: ServerSample) -> int:
         """One row per metric of the scrape; returns how many."""
@@ -365,6 +412,13 @@ class Ledger:
         rows = await self._aread("SELECT DISTINCT arm, task_id, seed FROM episodes "
                           "WHERE run_id = ? AND status = 'finished' AND final", [run_id])
         return {(arm, task_id, seed) for arm, task_id, seed in rows}
+
+    async def arm_totals(self, run_id: str) -> dict[str, ArmTotals]:
+        """Per arm, the final attempts recorded by every process that ran this run (what a resumed run prints).
+        Arms with no finished final attempt and no priced call are absent."""
+        rows = await self._aread(_ARM_TOTALS_SQL, [run_id])
+        return {arm: ArmTotals(done=done, resolved=resolved, errors=errors, calls_cost_usd=cost)
+                for arm, done, resolved, errors, cost in rows}
 
     async def next_attempt(self, run_id: str, arm: str, task_id: str, seed: int) -> int:
         """1 for a key never tried, else one more than its highest attempt."""
@@ -778,10 +832,80 @@ CREATE TABLE scenarios (
     "scenarios.sheet": "JSON: the price sheet applied.",
     "scenarios.summary": "JSON: the leafcost summary document under that sheet.",
 })
+# A lease recorded before heartbeats existed and still open was left by a dead process (a migration runs with
+# the file to itself): its last sign of life is its arm's last recorded activity before the arm's next lease.
+_LEASE_HEARTBEATS = """
+ALTER TABLE gpu_leases ADD COLUMN heartbeat_at TIMESTAMPTZ;
+ALTER TABLE gpu_leases ADD COLUMN owner_pid BIGINT;
+ALTER TABLE gpu_leases ADD COLUMN owner_host VARCHAR;
+UPDATE gpu_leases AS l SET heartbeat_at = s.last_seen
+FROM (
+    SELECT b.lease_id, greatest(any_value(b.started_at), max(a.at)) AS last_seen
+    FROM (SELECT lease_id, run_id, arm, started_at, ended_at,
+                 lead(started_at) OVER (PARTITION BY run_id, arm ORDER BY started_at, lease_id) AS next_start
+          FROM gpu_leases) AS b
+    LEFT JOIN (
+        SELECT run_id, arm, started_at + to_microseconds(CAST(latency_sec * 1e6 AS BIGINT)) AS at FROM model_calls
+        UNION ALL SELECT run_id, arm, started_at + to_microseconds(CAST(seconds * 1e6 AS BIGINT)) FROM tool_calls
+        UNION ALL SELECT run_id, arm, taken_at FROM server_samples
+        UNION ALL SELECT run_id, arm, coalesce(ended_at, started_at) FROM episodes
+    ) AS a ON a.run_id = b.run_id AND a.arm = b.arm AND a.at >= b.started_at
+              AND (b.next_start IS NULL OR a.at < b.next_start)
+    WHERE b.ended_at IS NULL
+    GROUP BY b.lease_id
+) AS s
+WHERE l.lease_id = s.lease_id;
+""" + _comments_sql({
+    "gpu_leases.heartbeat_at": "The last time the owner process was known alive while the lease was open. An open "
+                               "lease is billed up to here; one whose owner died is closed here on the next start.",
+    "gpu_leases.owner_pid": "The process that opened the lease.",
+    "gpu_leases.owner_host": "The host of the process that opened the lease.",
+})
+# DuckDB cannot alter a CHECK constraint: the runs table is rebuilt with 'failed' allowed and a reason column.
+_RUN_FAILED_STATUS = """
+CREATE TABLE runs_rebuilt (
+    run_id VARCHAR PRIMARY KEY,
+    name VARCHAR NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL,
+    status VARCHAR NOT NULL CHECK (status IN ('running', 'finished', 'interrupted', 'failed')),
+    spec_json JSON NOT NULL,
+    spec_sha256 VARCHAR NOT NULL,
+    suite VARCHAR NOT NULL,
+    task_ids JSON NOT NULL,
+    seeds BIGINT NOT NULL,
+    leafcost_version VARCHAR NOT NULL,
+    sandbox_options JSON,
+    status_reason VARCHAR
+);
+INSERT INTO runs_rebuilt SELECT run_id, name, created_at, updated_at, status, spec_json, spec_sha256, suite, task_ids,
+    seeds, leafcost_version, sandbox_options, NULL FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_rebuilt RENAME TO runs;
+""" + _comments_sql({
+    **{target: text for target, text in _COMMENTS.items() if target.split(".")[0] == "runs"},
+    "runs.status": "running, finished, interrupted (stopped before the end: resume it) or failed (refused or "
+                   "stopped by an error: see status_reason).",
+    "runs.status_reason": "Why the run is failed or interrupted, in one line.",
+})
 MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS), _ROUTER_MODEL_COLUMNS, _CACHE_WRITE_COLUMN,
-                         _SCENARIOS_TABLE]
+                         _SCENARIOS_TABLE, _LEASE_HEARTBEATS, _RUN_FAILED_STATUS]
 SCHEMA_VERSION = len(MIGRATIONS)
 
+_ARM_TOTALS_SQL = """
+SELECT arm, sum(done)::BIGINT, sum(resolved)::BIGINT, sum(errors)::BIGINT, sum(cost)::DOUBLE FROM (
+    SELECT arm, count(*) AS done, count(*) FILTER (WHERE resolved) AS resolved,
+           count(*) FILTER (WHERE errors) AS errors,
+           0.0 AS cost
+    FROM (SELECT arm, task_id, seed, bool_or(coalesce(resolved, false)) AS resolved,
+                 bool_or(infra_error OR harness_error) AS errors
+          FROM episodes WHERE run_id = $1 AND status = 'finished' AND final GROUP BY arm, task_id, seed)
+    GROUP BY arm
+    UNION ALL
+    SELECT arm, 0, 0, 0, coalesce(sum(cost_usd), 0.0) FROM model_calls WHERE run_id = $1 AND cost_usd IS NOT NULL
+    GROUP BY arm
+) GROUP BY arm ORDER BY arm
+"""
 _TOKEN_SETS = ", ".join(f"{c} = c.{c}" for c in ("prompt_tokens", "cached_tokens", "completion_tokens",
                                                  "reasoning_tokens", "model_calls"))
 _FINISH_SQL = """
@@ -1080,42 +1204,11 @@ def _open_error(path: Path, exc: Exception, *, writing: bool) -> LedgerError:
 # ---------------------------------------------------------------------------------------------------------
 # Values
 
-_SECRET_WORDS = {"password", "passwd", "passphrase", "secret", "secrets", "authorization", "credential",
-                 "credentials", "apikey", "cookie", "bearer"}
-_SECRET_PAIRS = {("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key")}
-# "token" alone is a tokenizer word too (eos_token, max_tokens): only these owners make it a credential.
-_TOKEN_OWNERS = {"access", "auth", "api", "bearer", "refresh", "id", "session", "hf", "github", "gh", "oauth",
-                 "bot", "personal", "client", "router", "openai", "anthropic", "openrouter"}
-_SECRET_VALUE = re.compile(r"^\s*Bearer\s+\S{8,}|\bsk-[A-Za-z0-9_-]{16,}|\bhf_[A-Za-z0-9]{20,}")
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-
-
-def _key_words(key: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", key)
-    return [w for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
-
-
-def _secret_key(key: str) -> bool:
-    words = _key_words(key)
-    if not words:
-        return False
-    if words in (["key"], ["token"]) or _SECRET_WORDS.intersection(words):
-        return True
-    pairs = list(zip(words, words[1:]))
-    return any(pair in _SECRET_PAIRS or (pair[1] == "token" and pair[0] in _TOKEN_OWNERS) for pair in pairs)
-
-
-def _names_env(key: str, value: Any) -> bool:
-    words = _key_words(key)
-    return bool(words) and words[-1] in {"env", "var"} and (value is None or (isinstance(value, str)
-                                                                              and bool(_ENV_NAME.match(value))))
-
-
 def _find_secret(value: Any, where: str) -> str | None:
     if isinstance(value, Mapping):
         for key, item in value.items():
             path = f"{where}.{key}"
-            if _secret_key(str(key)) and not _names_env(str(key), item):
+            if secret_name(str(key)) and not names_env(str(key), item):
                 return f"{path} (a credential-named key)"
             found = _find_secret(item, path)
             if found:
@@ -1125,7 +1218,7 @@ def _find_secret(value: Any, where: str) -> str | None:
             found = _find_secret(item, f"{where}[{i}]")
             if found:
                 return found
-    elif isinstance(value, str) and _SECRET_VALUE.search(value):
+    elif isinstance(value, str) and credential_shaped(value):
         return f"{where} (its value looks like a key or bearer token)"
     return None
 

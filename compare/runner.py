@@ -17,15 +17,20 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from adapters import redact_url
 from adapters.base import Adapter, AdapterError, ArmStart, CallAttempt, ToolCall, Usage, utcnow
 from compare.arms import build_adapter
 from compare.episode import EpisodeResult, run_episode
-from compare.ledger import Ledger, new_run_id
+from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
+from compare.ledger import ArmTotals, Ledger, new_run_id
 from compare.pricing import litellm_prices, litellm_revision, price_arm_call
 from compare.reconcile import Reconciliation, reconcile
 from compare.spec import OracleArm, RouterArm, RunSpec
-from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, capture_patch, grade, load_suite,
-                     open_sandbox, run_oracle)
+from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, load_suite, open_sandbox,
+                     remove_leftovers, run_oracle, verify)
+
+
+LEASE_HEARTBEAT_SEC = 15.0  # the most a killed run's lease can be under-billed
 
 
 class RunError(RuntimeError):
@@ -101,30 +106,45 @@ class Runner:
         self.leases: dict[str, int] = {}
         self.warnings: list[str] = []
         self.misconfigured: dict[str, Counter[str]] = {}  # arm -> signature (with the flag to fix) -> episodes
+        self.stopped: dict[str, str] = {}  # arm -> why no more of its episodes run (a configuration error)
 
     async def run(self) -> RunSummary:
+        try:
+            self.prompts = arm_prompts(self.spec)  # a broken Leaf checkout is refused before anything is recorded
+        except LeafCheckoutError as exc:
+            raise RunError(str(exc)) from None
+        self.spec_sha256 = run_spec_digest(self.spec, self.prompts)
+        leftovers = await asyncio.to_thread(remove_leftovers, self.options)
+        if leftovers:
+            self.warnings.append(f"removed {len(leftovers)} workspace(s), build(s) or cgroup(s) left by killed "
+                                 "leafcost processes")
         suite = self._load_suite()
         tasks = task_order(suite, self.spec)
         if not tasks:
             raise RunError("the suite has no runnable tasks")
         by_id = {t.task_id: t for t in tasks}
         await self._record_run(tasks)
-        await self._start_arms(episodes_per_arm=len(tasks) * self.spec.seeds)
+        try:
+            await self._start_arms(episodes_per_arm=len(tasks) * self.spec.seeds)
+        except RunError as exc:  # a run refused at start says so in the ledger instead of staying "running"
+            await asyncio.shield(self._stop_arms("interrupted"))
+            await self.ledger.set_run_status(self.run_id, "failed", str(exc))
+            raise
         live = [arm.name for arm in self.spec.arms if arm.name not in self.skip_arms]
         keys = expand_keys(self.spec, tasks, live)
         finished = await self.ledger.finished_keys(self.run_id) if self.resuming else set()
-        for arm in live:
-            self.progress[arm].done = sum(1 for (a, _, _) in finished if a == arm)
+        await self._restore_totals(live)
         pending = [k for k in keys if (k.arm, k.task_id, k.seed) not in finished]
-        samplers = [asyncio.create_task(self._sample_metrics(arm)) for arm in live]
+        background = [asyncio.create_task(self._sample_metrics(arm)) for arm in live]
+        background.append(asyncio.create_task(self._heartbeat()))
         status = "interrupted"
         try:
             await self._work(pending, by_id)
             status = "finished"
         finally:
-            for sampler in samplers:
-                sampler.cancel()
-            await asyncio.gather(*samplers, return_exceptions=True)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             await asyncio.shield(self._stop_arms(status))
         reconciliation = await self._reconcile()
         self.warnings += [r.warning() for r in reconciliation if r.flagged]
@@ -164,7 +184,7 @@ class Runner:
             run = await self.ledger.get_run(self.run_id)
             if run is None:
                 raise RunError(f"no run {self.run_id!r} in {self.db_path}")
-            if run.spec_sha256 != self.spec.digest():
+            if run.spec_sha256 != self.spec_sha256:
                 raise RunError(f"run {self.run_id} was started with a different spec; resume it with the same file")
             if run.task_ids != [t.task_id for t in tasks]:
                 raise RunError(f"run {self.run_id}: the suite's tasks changed since the run started")
@@ -172,9 +192,14 @@ class Runner:
             if interrupted:
                 self.warnings.append(f"{interrupted} episode(s) left running by the previous process were "
                                      "recorded as interrupted; their tokens stay in the ledger")
+            closed = await self.ledger.close_orphan_leases(self.run_id)
+            if closed:
+                self.warnings.append(f"{closed} lease(s) left open by the previous process were closed at their "
+                                     "last heartbeat")
             await self.ledger.set_run_status(self.run_id, "running")
             return
-        await self.ledger.create_run(self.run_id, self.spec, task_ids=[t.task_id for t in tasks],
+        await self.ledger.create_run(self.run_id, self.spec, spec_sha256=self.spec_sha256,
+                                     task_ids=[t.task_id for t in tasks],
                                      sandbox_options=self.options.model_dump(mode="json"))
 
     async def _start_arms(self, episodes_per_arm: int) -> None:
@@ -182,15 +207,17 @@ class Runner:
         for arm in self.spec.arms:
             if arm.name in self.skip_arms:
                 await self.ledger.record_arm(run_id=self.run_id, arm=arm.name, adapter=arm.adapter, model=arm.model,
-                                             endpoint=arm.base_url, status="skipped",
+                                             endpoint=_endpoint(arm), status="skipped",
                                              status_reason=self.skip_arms[arm.name])
                 self.progress[arm.name] = ArmProgress(arm=arm.name, total=0, status="skipped",
                                                       status_reason=self.skip_arms[arm.name])
                 continue
             start = await self._start_adapter(arm)
+            prompt = self.prompts.get(arm.name)
             await self.ledger.record_arm(run_id=self.run_id, arm=arm.name, adapter=arm.adapter, model=arm.model,
                                          endpoint=start.endpoint, served_model=start.served_model,
-                                         config=start.config, server_info=start.server_info,
+                                         config={**start.config, **(prompt.config() if prompt else {})},
+                                         server_info=start.server_info,
                                          model_info=start.model_info, warnings=start.warnings, status="ready")
             if start.lease is not None:
                 self.leases[arm.name] = await self.ledger.open_lease(self.run_id, arm.name, start.lease)
@@ -214,7 +241,7 @@ class Runner:
             if adapter is not None:
                 await _quietly(adapter.stop())
             await self.ledger.record_arm(self.run_id, arm.name, adapter=arm.adapter, model=arm.model,
-                                         endpoint=arm.base_url, status="failed", status_reason=str(exc))
+                                         endpoint=_endpoint(arm), status="failed", status_reason=str(exc))
             await self._stop_arms("interrupted")
             raise RunError(f"arm {arm.name}: {exc}") from None
         self.adapters[arm.name] = adapter
@@ -223,17 +250,39 @@ class Runner:
     async def _stop_arms(self, status: str) -> None:
         for name in self.progress:  # arms without an adapter (the oracle) end with the run too
             if name not in self.adapters and name not in self.skip_arms:
-                await self.ledger.update_arm(self.run_id, name, status=status, ended_at=utcnow())
+                await self._end_arm(name, status)
         for name, adapter in list(self.adapters.items()):
             sample = await _quietly(adapter.sample_metrics())
             if sample is not None:
                 await self.ledger.record_sample(self.run_id, name, sample)
             lease = await _quietly(adapter.stop())
-            if name in self.leases and lease is not None:
-                await self.ledger.close_lease(self.leases[name], lease.ended_at or utcnow())
-            await self.ledger.update_arm(self.run_id, name, status=status, ended_at=utcnow())
+            if name in self.leases:  # closed even when the adapter failed to stop: a lease never stays open
+                await self.ledger.close_lease(self.leases[name], (lease.ended_at if lease else None) or utcnow())
+            await self._end_arm(name, status)
         self.adapters.clear()
         await self.ledger.set_run_status(self.run_id, status)
+
+    async def _end_arm(self, name: str, status: str) -> None:
+        reason = self.stopped.get(name)
+        await self.ledger.update_arm(self.run_id, name, status="failed" if reason else status, status_reason=reason,
+                                     ended_at=utcnow())
+
+    async def _restore_totals(self, live: list[str]) -> None:
+        """After --resume the figures printed are the ledger's (every process's), not only this one's."""
+        totals = await self.ledger.arm_totals(self.run_id) if self.resuming else {}
+        for arm in live:
+            recorded = totals.get(arm, ArmTotals())
+            progress = self.progress[arm]
+            progress.done, progress.resolved, progress.errors = recorded.done, recorded.resolved, recorded.errors
+            if isinstance(self.arm_specs[arm], RouterArm):
+                progress.spend_usd = recorded.calls_cost_usd
+
+    async def _heartbeat(self) -> None:
+        """Open leases carry a heartbeat: if this process is killed, a resume closes them at the last one."""
+        while True:
+            await asyncio.sleep(LEASE_HEARTBEAT_SEC)
+            if self.leases:
+                await _quietly(self.ledger.heartbeat_leases(list(self.leases.values()), utcnow()))
 
     async def _sample_metrics(self, arm: str) -> None:
         adapter = self.adapters.get(arm)
@@ -271,6 +320,8 @@ class Runner:
 
     async def _run_key(self, key: EpisodeKey, task: Task) -> None:
         """Attempts until one is not an infrastructure failure or `max_attempts` is reached; all are recorded."""
+        if key.arm in self.stopped:
+            return
         first = await self.ledger.next_attempt(self.run_id, key.arm, key.task_id, key.seed)
         # Attempts a crash interrupted do not use up the retry budget: a resumed key always gets one more.
         limit = max(self.spec.max_attempts, first)
@@ -285,7 +336,16 @@ class Runner:
         progress.errors += int(outcome.infra_error or outcome.harness_error)
         if outcome.result is not None and outcome.result.misconfiguration:
             self.misconfigured.setdefault(key.arm, Counter())[outcome.result.misconfiguration] += 1
+        if outcome.result is not None and outcome.result.exit_reason == "configuration_error":
+            self._stop_arm(key.arm, outcome.result.error or "configuration error")
         self.on_progress(progress)
+
+    def _stop_arm(self, arm: str, error: str) -> None:
+        """A configuration error repeats on every episode: the arm stops after the first, which says why."""
+        if arm not in self.stopped:
+            self.stopped[arm] = f"stopped after a configuration error; its other episodes were not run: {error}"
+            self.progress[arm].status, self.progress[arm].status_reason = "failed", self.stopped[arm]
+            self.warnings.append(f"arm {arm}: {self.stopped[arm]}")
 
     async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> _Outcome:
         episode_id = await self.ledger.start_episode(run_id=self.run_id, arm=key.arm, task_id=key.task_id,
@@ -293,29 +353,35 @@ class Runner:
         recorder = _LedgerRecorder(self, key.arm, episode_id)
         outcome = _Outcome(episode_id=episode_id)
         opened = None
+        oracle = isinstance(self.arm_specs[key.arm], OracleArm)
         try:
-            opened = await open_sandbox(task, self.options)
+            opened = await open_sandbox(task, self.options, solution=oracle)
             outcome.sandbox = opened
-            if isinstance(self.arm_specs[key.arm], OracleArm):
+            if oracle:
                 result = await _oracle_episode(opened.sandbox, task)
             else:
                 result = await run_episode(self.adapters[key.arm], opened.sandbox, task.instruction,
-                                           self.spec.budgets, recorder)
+                                           self.spec.budgets, recorder, self.prompts[key.arm])
             outcome.result = result
             outcome.infra_error = result.infrastructure_error
             outcome.harness_error = result.harness_error
             if opened.sandbox.alive and result.exit_reason != "cancelled":
-                outcome.patch = await capture_patch(opened.sandbox)
-                outcome.grade = await grade(opened.sandbox, task)
+                verification = await verify(opened, task)
+                outcome.patch, outcome.patch_error = verification.patch, verification.patch_error
+                outcome.grade = verification.grade
                 outcome.resolved = outcome.grade.resolved
-        except (SandboxError, BuildError) as exc:
+        except SandboxError as exc:
             outcome.infra_error, outcome.error = True, f"{type(exc).__name__}: {exc}"
+        except (BuildError, FileNotFoundError) as exc:  # the task itself is broken: rerunning cannot help
+            outcome.fail("task_error", f"task: {type(exc).__name__}: {exc}")
         except asyncio.CancelledError:
             outcome.cancelled = True
             raise
+        except Exception as exc:  # noqa: BLE001 - a bug or a surprise ends this episode, never the run
+            outcome.fail("harness_error", f"harness: {type(exc).__name__}: {str(exc)[:1000]}")
         finally:
             if opened is not None:
-                outcome.cpu_seconds = opened.sandbox.cpu_seconds()
+                outcome.cpu_seconds = opened.cpu_seconds()
                 await asyncio.shield(opened.close())
             final = not outcome.cancelled and (not outcome.infra_error or last)
             await asyncio.shield(self._finish(key, attempt, outcome, recorder, final))
@@ -324,15 +390,16 @@ class Runner:
     async def _finish(self, key: EpisodeKey, attempt: int, outcome: _Outcome, recorder: _LedgerRecorder,
                       final: bool) -> None:
         result = outcome.result
-        exit_reason = ("cancelled" if outcome.cancelled else result.exit_reason if result is not None
-                       else "infrastructure_error")
+        exit_reason = ("cancelled" if outcome.cancelled else outcome.exit_reason or (
+            result.exit_reason if result is not None else "infrastructure_error"))
         path = self.trajectory_dir / key.arm / f"{key.task_id}.s{key.seed}.a{attempt}.json"
         trajectory = (result.trajectory() if result is not None else {"trajectory_format": "leaf-function-calling",
                                                                        "messages": [], "steps": [], "n_steps": 0})
-        trajectory.update({"exit_reason": exit_reason, "output_patch": outcome.patch, "run_id": self.run_id,
+        trajectory.update({"exit_reason": exit_reason, "output_patch": outcome.patch,
+                           "patch_error": outcome.patch_error, "run_id": self.run_id,
                            "arm": key.arm, "instance_id": key.task_id, "task_id": key.task_id, "seed": key.seed,
                            "attempt": attempt, "trajectory_id": outcome.episode_id,
-                           "error": (result.error if result else None) or outcome.error,
+                           "error": outcome.error or (result.error if result else None),
                            "grade": outcome.grade.model_dump() if outcome.grade else None,
                            "sandbox_spec_hash": outcome.sandbox.spec_hash if outcome.sandbox else None})
         _write_json_atomic(path, trajectory)
@@ -341,7 +408,7 @@ class Runner:
             outcome.episode_id, exit_reason=exit_reason, resolved=bool(outcome.resolved),
             reward=grade_result.reward if grade_result else None,
             grade_error=grade_result.error if grade_result else None,
-            error_detail=(result.error if result else None) or outcome.error
+            error_detail=outcome.error or (result.error if result else None)
             or (grade_result.detail if grade_result and grade_result.error else None),
             infra_error=outcome.infra_error or outcome.cancelled, harness_error=outcome.harness_error, final=final,
             n_steps=result.n_steps if result else 0, elapsed_sec=result.elapsed_sec if result else None,
@@ -371,12 +438,18 @@ class _Outcome:
         self.sandbox = None
         self.grade = None
         self.patch = ""
+        self.patch_error: str | None = None
+        self.exit_reason: str | None = None  # set when the harness, not the episode, decided how it ended
         self.resolved = False
         self.infra_error = False
         self.harness_error = False
         self.cancelled = False
         self.error: str | None = None
         self.cpu_seconds: float | None = None
+
+    def fail(self, exit_reason: str, error: str) -> None:
+        """An error of the harness or of the task: not retried, not the model's miss, counted as an error."""
+        self.exit_reason, self.error, self.harness_error, self.resolved = exit_reason, error, True, False
 
 
 class _LedgerRecorder:
@@ -412,6 +485,10 @@ async def _oracle_episode(sandbox, task: Task) -> EpisodeResult:
     return EpisodeResult(exit_reason="oracle", n_steps=0, usage=Usage(), model_calls=0, error=error,
                          elapsed_sec=time.monotonic() - started,
                          messages=[{"role": "user", "content": task.instruction}], final_message=solved.stdout[-2000:])
+
+
+def _endpoint(arm: Any) -> str | None:
+    return redact_url(arm.base_url) if arm.base_url else None
 
 
 async def _quietly(awaitable):

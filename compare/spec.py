@@ -4,6 +4,8 @@ published evaluation settings as the `leaf` preset."""
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -11,7 +13,16 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from adapters.scrubbing import url_secrets
+
 ARM_NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+# Upper bounds far above any real plan: a value past them is a typo, and the ledger's columns are 64-bit.
+MAX_USD_PER_MTOK = 10_000.0  # USD per 1M tokens
+MAX_USD_PER_HOUR = 10_000.0  # per GPU, or for the local arm's machine
+MAX_USD_PER_VCPU_HOUR = 100.0
+MAX_TOKENS = 100_000_000
+MAX_SECONDS = 30 * 86_400
+INT64 = 2**63 - 1
 
 
 class SpecError(ValueError):
@@ -19,14 +30,14 @@ class SpecError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Budgets(_Strict):
-    max_steps: int = Field(150, gt=0)
-    max_context_tokens: int = Field(131072, gt=0)
-    max_tokens_per_turn: int | None = Field(None, gt=0)
-    time_budget_sec: float = Field(10800.0, gt=0)
+    max_steps: int = Field(150, gt=0, le=1_000_000)
+    max_context_tokens: int = Field(131072, gt=0, le=MAX_TOKENS)
+    max_tokens_per_turn: int | None = Field(None, gt=0, le=MAX_TOKENS)
+    time_budget_sec: float = Field(10800.0, gt=0, le=MAX_SECONDS)
 
 
 class Sampling(_Strict):
@@ -35,7 +46,7 @@ class Sampling(_Strict):
 
     temperature: float | None = Field(None, ge=0)
     top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = None
+    top_k: int | None = Field(None, ge=-1, le=2**31 - 1)
     min_p: float | None = Field(None, ge=0, le=1)
     repetition_penalty: float | None = Field(None, gt=0)
     presence_penalty: float | None = None
@@ -50,30 +61,31 @@ class PriceTier(_Strict):
     """The rates of a long-context tier (USD per 1M tokens): a request whose prompt is above the threshold is
     billed entirely at these rates, as providers (and litellm) do."""
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cached_input: float | None = Field(None, ge=0)
-    cache_write: float | None = Field(None, ge=0)
+    input: float = Field(ge=0, le=MAX_USD_PER_MTOK)
+    output: float = Field(ge=0, le=MAX_USD_PER_MTOK)
+    cached_input: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
+    cache_write: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
 
 
 class Prices(_Strict):
     """USD per 1M tokens, as providers list them."""
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cached_input: float | None = Field(None, ge=0)
-    cache_write: float | None = Field(None, ge=0)
-    reasoning: float | None = Field(None, ge=0)
+    input: float = Field(ge=0, le=MAX_USD_PER_MTOK)
+    output: float = Field(ge=0, le=MAX_USD_PER_MTOK)
+    cached_input: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
+    cache_write: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
+    reasoning: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
     above_200k: PriceTier | None = Field(None, description="rates for requests whose prompt exceeds 200k tokens")
-    markup_pct: float = Field(0.0, ge=0, description="the router's markup over these prices (0 for OrcaRouter)")
+    markup_pct: float = Field(0.0, ge=0, le=1000,
+                              description="the router's markup over these prices (0 for OrcaRouter)")
 
 
 class GpuLeaseSpec(_Strict):
     type: str
-    count: int = Field(1, gt=0)
-    usd_per_hour: float = Field(gt=0, description="per GPU")
+    count: int = Field(1, gt=0, le=4096)
+    usd_per_hour: float = Field(gt=0, le=MAX_USD_PER_HOUR, description="per GPU")
     saturation_tokens_per_sec: float | None = Field(
-        None, gt=0, description="the server's throughput at saturation (prompt + output tokens/s, all GPUs); "
+        None, gt=0, le=1e12, description="the server's throughput at saturation (prompt + output tokens/s, all GPUs); "
         "the marginal cost's denominator. Unset: measured from the server's samples")
 
 
@@ -82,8 +94,20 @@ class _Arm(_Strict):
     model: str = ""
     base_url: str | None = None
     sampling: Sampling = Field(default_factory=Sampling)
-    request_timeout_sec: float = Field(600.0, gt=0)
-    max_retries: int = Field(3, ge=0)
+    request_timeout_sec: float = Field(600.0, gt=0, le=86_400)
+    max_retries: int = Field(3, ge=0, le=100)
+    leaf_checkout: str | None = Field(
+        None, min_length=1, description="a FrogNano clone: send Leaf's own system prompt and tool descriptions, "
+        "read from its frognano/harness/leaf/tools.py (never imported or run), instead of leafcost's words")
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_credentials(cls, url: str | None) -> str | None:
+        # The spec is stored in the ledger as written: a key inside the URL would be stored with it.
+        if url and url_secrets(url):
+            raise ValueError("holds credentials (user:password@ or a key in the query); remove them and name the "
+                             "environment variable that holds the key in api_key_env")
+        return url
 
 
 class SglangArm(_Arm):
@@ -92,7 +116,10 @@ class SglangArm(_Arm):
     base_url: str
     api_key_env: str | None = None
     gpu: GpuLeaseSpec
-    metrics_interval_sec: float = Field(15.0, gt=0)
+    metrics_interval_sec: float = Field(15.0, gt=0, le=3600)
+    allow_unlisted_model: bool = Field(
+        False, description="start even when the endpoint lists its models and this arm's model is not among them "
+        "(for routers that route unlisted names); otherwise such an arm is refused at start")
 
 
 class RouterArm(_Arm):
@@ -104,13 +131,17 @@ class RouterArm(_Arm):
         default_factory=dict, description="prices of the models the router may fall back to, by the model name "
         "it reports (x-litellm-model-group); a fallback not listed is priced from litellm's map, else unpriced")
     allow_unpriced: bool = False
+    allow_unlisted_model: bool = Field(
+        False, description="start even when the endpoint lists its models and this arm's model is not among them "
+        "(for routers that route unlisted names); otherwise such an arm is refused at start")
 
 
 class LocalArm(_Arm):
     adapter: Literal["local"]
     model: str = "smollm2-135m"
-    machine_usd_per_hour: float = Field(0.10, gt=0, description="what this CPU machine costs per hour")
-    parallel: int = Field(4, gt=0, description="server slots (continuous batching)")
+    machine_usd_per_hour: float = Field(0.10, gt=0, le=MAX_USD_PER_HOUR,
+                                        description="what this CPU machine costs per hour")
+    parallel: int = Field(4, gt=0, le=4096, description="server slots (continuous batching)")
 
 
 class OracleArm(_Arm):
@@ -131,7 +162,8 @@ class SandboxConfig(_Strict):
 
 class CostConfig(_Strict):
     sandbox_usd_per_vcpu_hour: float = Field(
-        0.045, ge=0, description="what one sandbox vCPU-hour costs, the same for every arm (default: an on-demand "
+        0.045, ge=0, le=MAX_USD_PER_VCPU_HOUR,
+        description="what one sandbox vCPU-hour costs, the same for every arm (default: an on-demand "
         "general-purpose cloud vCPU)")
 
 
@@ -140,11 +172,12 @@ class RunSpec(_Strict):
     suite: str
     repos: str | None = None
     tasks: list[str] | None = Field(None, description="only these task ids")
-    limit: int | None = Field(None, gt=0, description="only the first N tasks (after shuffling)")
-    seeds: int = Field(3, gt=0)
-    workers: int = Field(4, gt=0)
-    max_attempts: int = Field(2, gt=0, description="attempts per episode; only infrastructure failures retry")
-    task_order_seed: int | None = Field(42, description="shuffle the task order with this seed; null keeps it")
+    limit: int | None = Field(None, gt=0, le=10_000_000, description="only the first N tasks (after shuffling)")
+    seeds: int = Field(3, gt=0, le=10_000)
+    workers: int = Field(4, gt=0, le=10_000)
+    max_attempts: int = Field(2, gt=0, le=100, description="attempts per episode; only infrastructure failures retry")
+    task_order_seed: int | None = Field(42, ge=-INT64, le=INT64,
+                                        description="shuffle the task order with this seed; null keeps it")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     budgets: Budgets = Field(default_factory=Budgets)
     costs: CostConfig = Field(default_factory=CostConfig)
@@ -176,7 +209,8 @@ LEAF_PRESET: dict[str, Any] = {
     "seeds": 3, "workers": 150, "max_attempts": 2, "task_order_seed": 42,
     "budgets": {"max_steps": 150, "max_context_tokens": 131072, "time_budget_sec": 10800},
 }
-LEAF_SAMPLING = {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0}
+LEAF_SAMPLING: dict[str, Any] = {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0,
+                                 "chat_template_kwargs": {"enable_thinking": True}}  # as Leaf's eval configs
 LEAF_TOKENS_PER_TURN = {"swe-bench-verified": 8192, "swe-bench-pro": 32000, "terminal-bench-2": 32000,
                         "patcheval-verified": 8192}
 
@@ -190,9 +224,21 @@ def apply_leaf_preset(data: dict[str, Any]) -> dict[str, Any]:
     arms = []
     for arm in data.get("arms") or []:
         if isinstance(arm, dict) and arm.get("adapter") != "oracle":
-            arm = {**arm, "sampling": {**LEAF_SAMPLING, **(arm.get("sampling") or {})}}
+            arm = {**arm, "sampling": _leaf_sampling(arm.get("sampling") or {})}
         arms.append(arm)
     merged["arms"] = arms
+    return merged
+
+
+def _leaf_sampling(sampling: Any) -> Any:
+    """Leaf's sampling under the arm's own; the arm's chat_template_kwargs keys win one by one (an explicit
+    null sends none). Anything but a mapping is left for validation to name."""
+    if not isinstance(sampling, dict):
+        return sampling
+    merged = {**LEAF_SAMPLING, **sampling}
+    kwargs = sampling.get("chat_template_kwargs", {})
+    if isinstance(kwargs, dict):
+        merged["chat_template_kwargs"] = {**LEAF_SAMPLING["chat_template_kwargs"], **kwargs}
     return merged
 
 
@@ -212,7 +258,45 @@ def read_yaml(path: Path | str) -> Any:
 
 
 def parse_run_spec(raw: Any, source: str = "spec") -> RunSpec:
-    return validate_mapping(RunSpec, raw, source, "a run spec is a mapping of fields (name, suite, arms, ...)")
+    """A user's spec, validated, with every number in range and its host paths present, before anything runs.
+    (A stored spec is read with RunSpec.model_validate_json: a ledger is read on machines without those paths.)"""
+    spec = validate_mapping(RunSpec, raw, source, "a run spec is a mapping of fields (name, suite, arms, ...)")
+    problem = _out_of_range(spec.model_dump(), "") or sandbox_path_problem(spec.sandbox)
+    if problem:
+        raise SpecError(f"{source}: {problem}")
+    return spec
+
+
+def sandbox_path_problem(sandbox: SandboxConfig) -> str | None:
+    """The first of the sandbox's host paths that cannot work, named by its field; None when all can."""
+    if sandbox.base_root != "host":
+        root = Path(sandbox.base_root)
+        if not root.is_dir():
+            return f"sandbox.base_root: {root} does not exist" + ("" if not root.exists() else " as a directory")
+        if not (root / "usr/bin/python3").exists():
+            return (f"sandbox.base_root: {root} has no usr/bin/python3 (give a root directory with Python 3 in it, "
+                    "or \"host\")")
+    for i, path in enumerate(sandbox.bind_ro):
+        if not os.path.isabs(path):
+            return f"sandbox.bind_ro.{i}: {path} is not an absolute path (it is bound at the same path inside)"
+        if not os.path.exists(path):
+            return f"sandbox.bind_ro.{i}: {path} does not exist"
+    return None
+
+
+def _out_of_range(value: Any, where: str) -> str | None:
+    """A number no field bounds (inside free-form mappings such as chat_template_kwargs) that JSON or the
+    ledger cannot hold: an integer beyond 64 bits, or a float that is not finite."""
+    if isinstance(value, dict):
+        return next((found for key, item in value.items()
+                     if (found := _out_of_range(item, f"{where}.{key}" if where else str(key)))), None)
+    if isinstance(value, list | tuple):
+        return next((found for i, item in enumerate(value) if (found := _out_of_range(item, f"{where}.{i}"))), None)
+    if isinstance(value, int) and not isinstance(value, bool) and not -INT64 - 1 <= value <= INT64:
+        return f"{where}: {value} is out of range (a 64-bit integer)"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where}: {value} is not a finite number"
+    return None
 
 
 def validate_mapping(model: type[BaseModel], raw: Any, source: str, shape: str) -> Any:

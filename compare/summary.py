@@ -14,24 +14,24 @@ from typing import Any
 import numpy as np
 
 from compare.costs import (
+    BUSY_COUNTERS,
     DEFAULT_WEIGHTS,
-    GPU_SECONDS,
     REALTIME_TOKENS,
     Counters,
-    Lease,
+    LedgerLease,
     Work,
     attribute_lease,
-    busy_seconds,
     fit_weights,
     lease_cost_usd,
     lease_seconds,
     marginal_cost,
     measured_saturation_tokens_per_sec,
+    read_busy,
     sandbox_cost_usd,
     utilization,
 )
 from compare.ledger import RunRecord, fetch_rows
-from compare.spec import LocalArm, RouterArm, RunSpec, SglangArm
+from compare.spec import LocalArm, OracleArm, RouterArm, RunSpec, SglangArm
 from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Resampler, ratio, resolve_rates
 
 SELF_HOSTED = (SglangArm, LocalArm)
@@ -59,9 +59,10 @@ class ArmFacts:
     spec: Any
     status: str
     status_reason: str | None
+    prompt: dict[str, Any]  # which system prompt and tool descriptions its requests carried
     episodes: dict[str, np.ndarray]  # columns of every attempt of the arm
     price_sources: list[str]
-    leases: list[Lease]
+    leases: list[LedgerLease]
     samples: Counters
 
     @property
@@ -83,8 +84,9 @@ def load_run(conn, run_id: str) -> RunRecord:
 
 
 def load_arms(conn, run: RunRecord, spec: RunSpec, names: list[str] | None = None) -> list[ArmFacts]:
-    arm_rows = {r["arm"]: r for r in fetch_rows(conn, "SELECT arm, status, status_reason FROM arms WHERE run_id = ?",
-                                           [run.run_id])}
+    arm_rows = {r["arm"]: r for r in fetch_rows(
+        conn, "SELECT arm, status, status_reason, config->>'prompt_source' AS prompt_source, "
+        "config->>'leaf_commit' AS leaf_commit FROM arms WHERE run_id = ?", [run.run_id])}
     specs = {arm.name: arm for arm in spec.arms}
     wanted = names or [arm.name for arm in spec.arms]
     unknown = [n for n in wanted if n not in specs]
@@ -98,12 +100,10 @@ def load_arms(conn, run: RunRecord, spec: RunSpec, names: list[str] | None = Non
         row = arm_rows.get(name, {"status": "not started", "status_reason": None})
         facts.append(ArmFacts(
             arm=name, spec=specs[name], status=row["status"], status_reason=row["status_reason"],
+            prompt=_prompt(specs[name], row),
             episodes={k: np.asarray(v)[mask] for k, v in episodes.items()},
             price_sources=_price_sources(conn, run.run_id, name),
-            leases=[Lease(**{k: r[k] for k in ("kind", "hardware", "count", "usd_per_hour", "started_at",
-                                               "ended_at")})
-                    for r in fetch_rows(conn, "SELECT * FROM gpu_leases WHERE run_id = ? AND arm = ? ORDER BY lease_id",
-                                   [run.run_id, name])],
+            leases=_leases(conn, run.run_id, name),
             samples=_samples(conn, run.run_id, name)))
     return facts
 
@@ -129,6 +129,14 @@ WHERE e.run_id = ? ORDER BY e.arm, e.task_id, e.seed, e.attempt
 """
 
 
+def _leases(conn, run_id: str, arm: str) -> list[LedgerLease]:
+    """The arm's leases with their heartbeat; `SELECT *` so a ledger from before the heartbeat column still reads
+    (its open leases then end at `now`)."""
+    rows = fetch_rows(conn, "SELECT * FROM gpu_leases WHERE run_id = ? AND arm = ? ORDER BY lease_id", [run_id, arm])
+    fields = ("kind", "hardware", "count", "usd_per_hour", "started_at", "ended_at", "heartbeat_at")
+    return [LedgerLease(**{k: r[k] for k in fields if k in r}) for r in rows]
+
+
 def _price_sources(conn, run_id: str, arm: str) -> list[str]:
     rows = conn.execute("SELECT DISTINCT price_source FROM model_calls WHERE run_id = ? AND arm = ? AND "
                         "price_source IS NOT NULL ORDER BY 1", [run_id, arm]).fetchall()
@@ -141,7 +149,7 @@ def _samples(conn, run_id: str, arm: str) -> Counters:
     rows = conn.execute(
         "SELECT metric, list(epoch(taken_at) ORDER BY taken_at), list(value ORDER BY taken_at) FROM server_samples "
         "WHERE run_id = ? AND arm = ? AND "
-        f"({' OR '.join(f'starts_with(metric, {name!r})' for name in (GPU_SECONDS, REALTIME_TOKENS))}) "
+        f"({' OR '.join(f'starts_with(metric, {name!r})' for name in (*BUSY_COUNTERS, REALTIME_TOKENS))}) "
         "GROUP BY metric", [run_id, arm]).fetchall()
     return Counters({metric: (np.array(seconds, dtype=np.float64), np.array(values, dtype=np.float64))
                      for metric, seconds, values in rows})
@@ -224,6 +232,7 @@ def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples:
         "pass_at_k": {str(k): v.as_json() for k, v in rates["pass_at_k"].items()} if rates else {},
         "pass_hat_k": {str(k): v.as_json() for k, v in rates["pass_hat_k"].items()} if rates else {},
         **_error_rates(e, finals),
+        **facts.prompt,
         "cost_usd": {"total": total, "tokens": float(token_cost.sum()) if priced else None,
                      "gpu": float(lease_part["attributed"].sum()), "sandbox": float(sandbox.sum())},
         "cost_per_resolved_attempt": _cost_per_resolved(cost_by_task, c, indices, no_cost, "no resolved attempts"),
@@ -274,8 +283,10 @@ def _lease_parts(facts: ArmFacts, episode_ids: list[str], e: dict[str, np.ndarra
     total = sum(lease_cost_usd(lease, now) for lease in leases)
     shares = attribute_lease(total, works, weights)
     attributed = np.array([shares.get(eid, 0.0) for eid in episode_ids])
-    busy = busy_seconds(facts.samples)
-    util = utilization(busy, leases[0], now) if len(leases) == 1 else None
+    busy = read_busy(facts.samples)
+    if isinstance(facts.spec, LocalArm) and busy.seconds is None:
+        busy = busy._replace(reason="llama.cpp (the local arm's server) has no busy-time counter")
+    util = utilization(busy.seconds, leases[0], now) if len(leases) == 1 else None
     seconds = sum(lease_seconds(lease, now) for lease in leases)
     # the marginal cost's $/s: every lease's GPUs (leases of one arm follow one another, e.g. after a resume)
     usd_per_second = total / seconds if seconds else 0.0
@@ -292,26 +303,38 @@ def _lease_parts(facts: ArmFacts, episode_ids: list[str], e: dict[str, np.ndarra
               "usd_per_hour": leases[0].usd_per_hour, "seconds": seconds, "cost_usd": total,
               "fully_loaded_usd": total, "marginal_usd": marginal,
               "saturation_tokens_per_sec": saturation, "saturation_source": saturation_source,
-              "busy_seconds": busy, "weights": weights.model_dump(),
+              "busy_seconds": busy.seconds, "busy_counter": busy.counter, "weights": weights.model_dump(),
               "open": any(lease.ended_at is None for lease in leases)}
+    if busy.counter is None:
+        detail["busy_counter_reason"] = busy.reason
     if util is None:
-        detail["utilization_reason"] = ("the server exported no gpu_execution_seconds_total (SGLang with "
-                                        "--enable-metrics and its device timer has it; llama.cpp has no busy-time "
-                                        "counter)" if busy is None else "several leases: see busy_seconds")
+        detail["utilization_reason"] = busy.reason if busy.seconds is None else "several leases: see busy_seconds"
     if marginal is None:
         detail["marginal_reason"] = ("no saturation throughput: set gpu.saturation_tokens_per_sec or enable the "
                                      "server's metrics")
     return {"attributed": attributed, "utilization": util, "detail": detail}
 
 
+# Harness errors with a rate of their own: each says what to fix (the parser flag, the arm, the task).
+HARNESS_ERROR_KINDS = ("parser_misconfigured", "configuration_error", "task_error")
+
+
 def _error_rates(e: dict[str, np.ndarray], finals: np.ndarray) -> dict[str, float | None]:
     count = int(finals.sum())
+    names = ["harness_error_rate", "infra_error_rate", *(f"{kind}_rate" for kind in HARNESS_ERROR_KINDS)]
     if not count:
-        return {"harness_error_rate": None, "infra_error_rate": None, "parser_misconfigured_rate": None}
+        return dict.fromkeys(names)
     reasons = e["exit_reason"][finals]
     return {"harness_error_rate": float(e["harness_error"][finals].astype(bool).mean()),
             "infra_error_rate": float(e["infra_error"][finals].astype(bool).mean()),
-            "parser_misconfigured_rate": float((reasons == "parser_misconfigured").mean())}
+            **{f"{kind}_rate": float((reasons == kind).mean()) for kind in HARNESS_ERROR_KINDS}}
+
+
+def _prompt(spec: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """Runs recorded before the prompt source was stored sent leafcost's words; the oracle sends nothing."""
+    if isinstance(spec, OracleArm):
+        return {"prompt_source": None}
+    return {"prompt_source": row.get("prompt_source") or "leafcost", "leaf_commit": row.get("leaf_commit")}
 
 
 def _cost_per_resolved(cost_by_task: np.ndarray, denominator: np.ndarray, indices, no_cost: str | None,

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, grade, open_sandbox,
-                     run_oracle)
+from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, open_sandbox, remove_leftovers,
+                     run_oracle, verify)
 
 
 class TaskValidation(BaseModel):
@@ -36,6 +36,8 @@ async def validate_task(task: Task, options: SandboxOptions) -> TaskValidation:
         oracle = await _oracle_run(task, options, problems)
     except (BuildError, SandboxError, FileNotFoundError) as exc:
         problems.append(f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - one task's failure, whatever it is, never stops the others
+        problems.append(f"harness error: {type(exc).__name__}: {str(exc)[:500]}")
     if oracle is False:
         problems.append("the oracle (solution/solve.sh) does not resolve the task")
     if empty is True:
@@ -48,6 +50,7 @@ async def validate_task(task: Task, options: SandboxOptions) -> TaskValidation:
 async def validate_suite(suite: Suite, options: SandboxOptions, *, workers: int = 2,
                          on_result: Callable[[TaskValidation], None] | None = None) -> ValidationReport:
     """Every task of the suite, `workers` at a time; tasks that failed to load are reported as invalid."""
+    remove_leftovers(options)
     results = [TaskValidation(task_id=e.task_id, oracle_resolved=None, empty_resolved=None, valid=False,
                               error=e.error, seconds=0.0) for e in suite.errors]
     for result in results:
@@ -71,7 +74,7 @@ async def validate_suite(suite: Suite, options: SandboxOptions, *, workers: int 
 async def _empty_run(task: Task, options: SandboxOptions, problems: list[str]) -> bool | None:
     opened = await open_sandbox(task, options)
     try:
-        result = await grade(opened.sandbox, task)
+        result = (await verify(opened, task, capture=False)).grade
     finally:
         await opened.close()
     if result.error:
@@ -81,13 +84,13 @@ async def _empty_run(task: Task, options: SandboxOptions, problems: list[str]) -
 
 
 async def _oracle_run(task: Task, options: SandboxOptions, problems: list[str]) -> bool | None:
-    opened = await open_sandbox(task, options)
+    opened = await open_sandbox(task, options, solution=True)
     try:
         solved = await run_oracle(opened.sandbox, task)
         if not solved.ok:
             status = "timed out" if solved.timed_out else f"exited {solved.exit_code}"
             problems.append(f"solve.sh {status}: {(solved.stderr or solved.stdout).strip()[-300:]}")
-        result = await grade(opened.sandbox, task)
+        result = (await verify(opened, task, capture=False)).grade
     finally:
         await opened.close()
     if result.error:

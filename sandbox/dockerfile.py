@@ -28,7 +28,13 @@ class Instruction(BaseModel):
 
 def parse_dockerfile(path: Path) -> list[Instruction]:
     instructions = []
-    for line, text in _logical_lines(Path(path).read_text(encoding="utf-8")):
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DockerfileError(f"{Path(path).name}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise DockerfileError(f"{Path(path).name}: cannot be read: {exc.strerror}") from None
+    for line, text in _logical_lines(source):
         keyword, _, rest = text.partition(" ")
         keyword = keyword.upper()
         rest = rest.strip()

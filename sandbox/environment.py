@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from sandbox import confined
 from sandbox.dockerfile import (
     IGNORED,
     DockerfileError,
@@ -26,18 +27,22 @@ from sandbox.dockerfile import (
     substitute,
 )
 from sandbox.leaf_tools import LEAF_TOOLS, RUNNER_VERSION
-from sandbox.limits import Limits
+from sandbox.limits import Limits, remove_orphan_cgroups
 from sandbox.local import (
+    HARBOR_TOP_DIRS,
     RESERVED_DIRS,
     LocalSandbox,
+    Mount,
     SandboxError,
     SandboxOptions,
     bwrap_version,
 )
+from sandbox.owner import owner_gone, write_owner
 from sandbox.tasks import Task
 
 # Bump when the way environments are built changes, so old cache entries are not reused.
-BUILD_FORMAT = "2"
+BUILD_FORMAT = "3"
+WORKSPACE_PREFIX = "leafcost-ws-"
 BASELINE_COMMIT = ("git init -q 2>/dev/null; git add -A && git -c user.name=leafcost -c user.email=leafcost@localhost "
                    "-c commit.gpgsign=false commit -q --allow-empty --no-verify -m 'leafcost baseline'")
 
@@ -80,15 +85,51 @@ class SandboxSpec(BaseModel):
 
 
 class OpenedSandbox(BaseModel, arbitrary_types_allowed=True):
+    """One episode's workspace and the sandbox currently running over it: first the agent's, then, once every
+    agent process is killed, a fresh one for the verifier (`restart_for_verifier`)."""
+
     sandbox: LocalSandbox
+    task: Task
+    options: SandboxOptions
     built: BuiltEnvironment
     spec: SandboxSpec
     spec_hash: str
     start_seconds: float
     workspace: Path
+    finished_cpu_seconds: float | None = 0.0  # of the sandboxes already stopped; None once one could not tell
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time of every sandbox of this episode so far (cgroups only)."""
+        current = self.sandbox.cpu_seconds()
+        if self.finished_cpu_seconds is None or (current is None and self.sandbox.alive):
+            return None
+        return self.finished_cpu_seconds + (current or 0.0)
+
+    async def stop(self) -> None:
+        """Kills every process of the current sandbox (its PID namespace and cgroup), not asks them."""
+        if not self.sandbox.closed:
+            used = self.sandbox.cpu_seconds()
+            await self.sandbox.close()
+            self.finished_cpu_seconds = (None if used is None or self.finished_cpu_seconds is None
+                                         else self.finished_cpu_seconds + used)
+
+    async def restart_for_verifier(self) -> Path:
+        """Stops the agent's sandbox and starts the verifier's over the same workspace, with a fresh /tests (a copy
+        of the task's tests) and a fresh /logs/verifier, both made by the host where no agent process ever was.
+        Returns the host directory bound at /logs/verifier."""
+        await self.stop()
+        fresh = Path(tempfile.mkdtemp(prefix="verify-", dir=self.workspace))
+        tests, verifier = fresh / "tests", fresh / "verifier"
+        await asyncio.to_thread(shutil.copytree, self.task.tests_dir, tests, symlinks=True)
+        verifier.mkdir()
+        self.sandbox = await _start(self.task, self.options, self.workspace, self.built,
+                                    [Mount(source=tests, target="/tests"),
+                                     Mount(source=verifier, target="/logs/verifier"),
+                                     Mount(source=self.workspace / "agent-logs", target="/logs/agent")])
+        return verifier
 
     async def close(self) -> None:
-        await self.sandbox.close()
+        await self.stop()
         await asyncio.to_thread(shutil.rmtree, self.workspace, True)
 
 
@@ -137,6 +178,8 @@ async def build_environment(task: Task, options: SandboxOptions) -> BuiltEnviron
             return cached
         staging = envs / f".building-{key}-{uuid.uuid4().hex[:8]}"
         try:
+            staging.mkdir()
+            write_owner(staging)
             built = await asyncio.wait_for(_build(task, options, key, staging / "root"),
                                            task.environment.build_timeout_sec)
             (staging / "manifest.json").write_text(built.model_dump_json(indent=2))
@@ -159,25 +202,52 @@ def _cached(directory: Path) -> BuiltEnvironment | None:
     return built.model_copy(update={"cache_hit": True, "root": directory / "root"})
 
 
-async def open_sandbox(task: Task, options: SandboxOptions) -> OpenedSandbox:
-    """A fresh sandbox for one episode on a private copy of the task's built environment."""
+async def open_sandbox(task: Task, options: SandboxOptions, *, solution: bool = False) -> OpenedSandbox:
+    """A fresh sandbox for one episode on a private copy of the task's built environment; `solution` binds the
+    task's solution/ read-only at /solution (the oracle)."""
     started = time.monotonic()
     built = await build_environment(task, options)
     base = Path(options.work_dir) if options.work_dir else None
     if base:
         base.mkdir(parents=True, exist_ok=True)
-    workspace = Path(tempfile.mkdtemp(prefix=f"leafcost-{_safe(task.task_id)}-", dir=base))
+    workspace = Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{_safe(task.task_id)}-", dir=base))
     try:
+        write_owner(workspace)
         await _copy_tree(built.root, workspace / "root")
-        sandbox = await LocalSandbox.start(
-            workspace / "root", workdir=built.workdir, env=built.env, limits=task_limits(task),
-            network=task.environment.allow_internet, options=options)
+        agent_logs = workspace / "agent-logs"
+        agent_logs.mkdir()
+        mounts = [Mount(source=agent_logs, target="/logs/agent")]
+        if solution:
+            if task.solution_dir is None:
+                raise FileNotFoundError(f"task {task.task_id} has no solution/solve.sh")
+            mounts.append(Mount(source=task.solution_dir, target="/solution", writable=False))
+        sandbox = await _start(task, options, workspace, built, mounts)
     except BaseException:
         shutil.rmtree(workspace, ignore_errors=True)
         raise
     spec = sandbox_spec(task, options, built.key, sandbox.limits.via)
-    return OpenedSandbox(sandbox=sandbox, built=built, spec=spec, spec_hash=spec.digest(),
-                         start_seconds=time.monotonic() - started, workspace=workspace)
+    return OpenedSandbox(sandbox=sandbox, task=task, options=options, built=built, spec=spec,
+                         spec_hash=spec.digest(), start_seconds=time.monotonic() - started, workspace=workspace)
+
+
+def remove_leftovers(options: SandboxOptions) -> list[str]:
+    """Workspaces, build directories and cgroups of leafcost processes that were killed: removed by the owner
+    record each carries (never by name alone). Called when a run or a validation starts."""
+    removed = []
+    places = [(Path(options.work_dir or tempfile.gettempdir()), f"{WORKSPACE_PREFIX}*"),
+              (Path(options.cache_dir) / "envs", ".building-*")]
+    for directory, pattern in places:
+        for candidate in sorted(directory.glob(pattern)) if directory.is_dir() else []:
+            if candidate.is_dir() and not candidate.is_symlink() and owner_gone(candidate):
+                shutil.rmtree(candidate, ignore_errors=True)
+                removed.append(str(candidate))
+    return removed + remove_orphan_cgroups()
+
+
+async def _start(task: Task, options: SandboxOptions, workspace: Path, built: BuiltEnvironment,
+                 mounts: list[Mount]) -> LocalSandbox:
+    return await LocalSandbox.start(workspace / "root", workdir=built.workdir, env=built.env, limits=task_limits(task),
+                                    network=task.environment.allow_internet, options=options, mounts=mounts)
 
 
 def sandbox_spec(task: Task, options: SandboxOptions, key: str, limits_via: str) -> SandboxSpec:
@@ -210,7 +280,8 @@ async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> B
     try:
         for instruction in instructions:
             await plan.replay(instruction, sandbox)
-        result = await sandbox.exec(BASELINE_COMMIT if not (plan.host(plan.workdir) / ".git").exists()
+        has_git = confined.lexists(root, f"{plan.workdir}/.git")
+        result = await sandbox.exec(BASELINE_COMMIT if not has_git
                                     else "git rev-parse HEAD >/dev/null", timeout=300, cwd=plan.workdir,
                                     env=plan.env)
         if not result.ok:
@@ -246,7 +317,7 @@ class _Plan:
 
     def check_writable(self, container_path: str, instruction: Instruction) -> None:
         parts = Path(container_path).parts
-        if len(parts) < 2 or parts[1] in RESERVED_DIRS:
+        if len(parts) < 2 or parts[1] in RESERVED_DIRS | HARBOR_TOP_DIRS:
             raise BuildError(f"{self.where(instruction)}: {instruction.keyword} into {container_path} is not "
                              "supported by the local sandbox (the base root is read-only); use a directory "
                              "such as /app or /opt")
@@ -325,14 +396,14 @@ class _Plan:
                 if resolved != context and context not in resolved.parents:
                     raise BuildError(f"{self.where(instruction)}: {pattern!r} points outside the build context")
                 sources.append(Path(match))
-        into_dir = destination.endswith("/") or len(sources) > 1 or (self.host(destination).is_dir())
-        for source in sources:
-            if source.is_dir():  # Docker copies a directory's contents, not the directory itself
-                shutil.copytree(source, self.host(destination), symlinks=True, dirs_exist_ok=True)
-            else:
-                target = self.host(destination) / source.name if into_dir else self.host(destination)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target, follow_symlinks=False)
+        # Everything below the root may have been planted by an earlier RUN: resolved without following links.
+        into_dir = destination.endswith("/") or len(sources) > 1 or confined.is_dir(self.root, destination)
+        try:
+            for source in sources:
+                target = Path(destination, source.name) if into_dir and not source.is_dir() else Path(destination)
+                confined.copy_in(source, self.root, target.as_posix())
+        except OSError as exc:  # ConfinementError included: a planted link is refused, never followed
+            raise BuildError(f"{self.where(instruction)}: {instruction.keyword} to {destination}: {exc}") from None
 
 
 async def _copy_tree(source: Path, destination: Path) -> None:

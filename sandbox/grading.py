@@ -1,22 +1,29 @@
-"""Leaf's patch capture and Harbor's grading, plus the oracle run that proves a task solvable."""
+"""Leaf's patch capture and Harbor's grading, run only after every process the agent started is gone: the verifier
+gets a fresh sandbox over the same workspace, its /tests and /logs/verifier are new host directories, and the
+verdict comes only from what it wrote there. Also the oracle run that proves a task solvable."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import stat
 import time
 import uuid
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from sandbox import confined
+from sandbox.environment import OpenedSandbox
 from sandbox.local import ExecResult, LocalSandbox
 from sandbox.tasks import Task
+from sandbox.tool_runner import STREAM_CAP_BYTES
 
 PATCH_TIMEOUT_SEC = 120.0
+PATCH_CAP_BYTES = STREAM_CAP_BYTES
+# Leaf's `git add -A && git diff --cached --binary`, with what the agent's repository config could bend turned
+# off: an external diff or textconv program (output of any size, any content) and an fsmonitor hook.
+_GIT = "git -c core.fsmonitor=false"
+PATCH_COMMAND = f"{_GIT} add -A && {_GIT} diff --cached --binary --no-ext-diff --no-textconv"
 
 
 class GradeResult(BaseModel):
@@ -37,57 +44,77 @@ class GradeErrorKind:
     REWARD_INVALID = "reward_invalid"
 
 
-async def capture_patch(sandbox: LocalSandbox) -> str:
-    """Leaf's way: stage everything, diff the index against HEAD (binary-safe), then unstage again."""
-    result = await sandbox.exec("git add -A && git diff --cached --binary", timeout=PATCH_TIMEOUT_SEC)
+class Verification(BaseModel):
+    """What the host learns after the agent: the patch (Leaf's way, capped) and the verifier's verdict."""
+
+    patch: str = ""
+    patch_error: str | None = None
+    grade: GradeResult
+    reward_document: dict | None = None  # reward.json as the verifier wrote it, when it is a JSON object
+
+
+async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> Verification:
+    """Kills every agent process, then, in a fresh sandbox over the workspace: patch capture and the verifier.
+    The verifier's own leftovers are killed too before its reward is read."""
+    verifier_dir = await opened.restart_for_verifier()
+    try:
+        patch, patch_error = await capture_patch(opened.sandbox) if capture else ("", None)
+        result = await _run_verifier(opened.sandbox, task)
+    finally:
+        await opened.stop()
+    if not result.timed_out:
+        reward, error, detail = read_reward(verifier_dir)
+    else:
+        reward, error = None, GradeErrorKind.VERIFIER_TIMEOUT
+        detail = f"test.sh ran longer than verifier timeout_sec={task.config.verifier.timeout_sec:g}"
+    tail = (result.stdout + "\n" + result.stderr).strip()[-2000:]
+    grade = GradeResult(resolved=reward is not None and reward >= 1, reward=reward, error=error, detail=detail,
+                        seconds=result.seconds, exit_code=result.exit_code, output_tail=tail)
+    return Verification(patch=patch, patch_error=patch_error, grade=grade, reward_document=_document(verifier_dir))
+
+
+async def capture_patch(sandbox: LocalSandbox) -> tuple[str, str | None]:
+    """Leaf's way: stage everything, diff the index against HEAD (binary-safe), then unstage again. A patch over
+    PATCH_CAP_BYTES is not kept (the episode is still graded on its workspace): (patch, why it is missing)."""
+    result = await sandbox.exec(PATCH_COMMAND, timeout=PATCH_TIMEOUT_SEC)
     await sandbox.exec("git reset -q --mixed HEAD", timeout=PATCH_TIMEOUT_SEC)
+    if result.timed_out:
+        return "", f"patch capture ran longer than {PATCH_TIMEOUT_SEC:g}s"
     if not result.ok:
-        raise RuntimeError(f"patch capture failed: {result.stderr.strip()[-500:]}")
-    return result.stdout
+        return "", f"patch capture failed (exit {result.exit_code}): {result.stderr.strip()[-500:]}"
+    if result.truncated_bytes:
+        return "", f"the patch exceeds {PATCH_CAP_BYTES} bytes; not kept"
+    return result.stdout, None
 
 
 async def run_oracle(sandbox: LocalSandbox, task: Task) -> ExecResult:
-    """Harbor's oracle: the task's own solution/solve.sh instead of an agent."""
-    if task.solution_dir is None:
-        raise FileNotFoundError(f"task {task.task_id} has no solution/solve.sh")
-    _replace_dir(task.solution_dir, sandbox, "/solution")
+    """Harbor's oracle: the task's own solution/solve.sh (bound read-only at /solution) instead of an agent."""
     return await sandbox.exec("bash /solution/solve.sh", timeout=task.config.agent.timeout_sec,
                               env=task.config.solution.env)
 
 
-async def grade(sandbox: LocalSandbox, task: Task) -> GradeResult:
-    """Harbor's verifier, run after the agent stops: hidden tests copied in only now, reward read from /logs."""
+async def _run_verifier(sandbox: LocalSandbox, task: Task) -> ExecResult:
     started = time.monotonic()
-    verifier_dir = _replace_dir(None, sandbox, "/logs/verifier")
-    await sandbox.exec("git add -A", timeout=PATCH_TIMEOUT_SEC)
-    _replace_dir(task.tests_dir, sandbox, "/tests")
-    timeout = task.config.verifier.timeout_sec
+    await sandbox.exec(f"{_GIT} add -A", timeout=PATCH_TIMEOUT_SEC)
     # Python validates .pyc files by mtime (whole seconds) and size: an edit made within the second of an earlier
     # import, keeping the size, would be graded on stale bytecode. The verifier gets a bytecode cache of its own.
     env = {"PYTHONPYCACHEPREFIX": f"/tmp/leafcost-verifier-{uuid.uuid4().hex}", **task.config.verifier.env}
-    result = await sandbox.exec("bash /tests/test.sh", timeout=timeout, env=env)
-    tail = (result.stdout + "\n" + result.stderr).strip()[-2000:]
-    common = {"seconds": time.monotonic() - started, "exit_code": result.exit_code, "output_tail": tail}
-    if result.timed_out:
-        return GradeResult(resolved=False, reward=None, error=GradeErrorKind.VERIFIER_TIMEOUT,
-                           detail=f"test.sh ran longer than verifier timeout_sec={timeout:g}", **common)
-    reward, error, detail = read_reward(verifier_dir)
-    return GradeResult(resolved=reward is not None and reward >= 1, reward=reward, error=error, detail=detail,
-                       **common)
+    result = await sandbox.exec("bash /tests/test.sh", timeout=task.config.verifier.timeout_sec, env=env)
+    return result.model_copy(update={"seconds": time.monotonic() - started})
 
 
 def read_reward(verifier_dir: Path) -> tuple[float | None, str | None, str | None]:
     """reward.json's `reward` key, else reward.txt; anything else is an error with its reason."""
-    json_path, text_path = verifier_dir / "reward.json", verifier_dir / "reward.txt"
-    if json_path.exists() or json_path.is_symlink():
+    names = set(_listing(verifier_dir))
+    if "reward.json" in names:
         try:
-            value = json.loads(_read_regular(json_path))["reward"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            value = json.loads(confined.read_capped(verifier_dir, "reward.json").decode("utf-8"))["reward"]
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             return None, GradeErrorKind.REWARD_INVALID, f"reward.json unreadable: {type(exc).__name__}: {exc}"
         return _as_reward(value, "reward.json")
-    if text_path.exists() or text_path.is_symlink():
+    if "reward.txt" in names:
         try:
-            text = _read_regular(text_path).strip()
+            text = confined.read_capped(verifier_dir, "reward.txt").decode("utf-8").strip()
         except (OSError, ValueError) as exc:
             return None, GradeErrorKind.REWARD_INVALID, f"reward.txt unreadable: {exc}"
         return _as_reward(text, "reward.txt")
@@ -97,38 +124,23 @@ def read_reward(verifier_dir: Path) -> tuple[float | None, str | None, str | Non
 def _as_reward(value: object, source: str) -> tuple[float | None, str | None, str | None]:
     try:
         reward = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None, GradeErrorKind.REWARD_INVALID, f"{source} holds {str(value)[:80]!r}, not a number"
     if isinstance(value, bool) or not math.isfinite(reward):
         return None, GradeErrorKind.REWARD_INVALID, f"{source} holds {value!r}, not a finite number"
     return reward, None, None
 
 
-def _replace_dir(source: Path | None, sandbox: LocalSandbox, container_path: str) -> Path:
-    """Empties a directory of the sandbox in place (a bind mount must stay) and fills it from `source`.
-
-    The agent controls everything under the sandbox root, so no component of the path is trusted: a symlink
-    there would point the host at its own files."""
-    destination = sandbox.root
-    for part in Path(container_path.lstrip("/")).parts:
-        destination = destination / part
-        if destination.is_symlink() or (destination.exists() and not destination.is_dir()):
-            destination.unlink()
-        destination.mkdir(exist_ok=True)
-    for child in destination.iterdir():
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
-    if source is not None:
-        shutil.copytree(source, destination, symlinks=True, dirs_exist_ok=True)
-    return destination
+def _document(verifier_dir: Path) -> dict | None:
+    try:
+        document = json.loads(confined.read_capped(verifier_dir, "reward.json").decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return document if isinstance(document, dict) else None
 
 
-def _read_regular(path: Path, limit: int = 1 << 20) -> str:
-    """A reward file written by code we do not trust: a regular file only (no symlink, FIFO or device), capped."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # fstat, not lstat: no race to win
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        return handle.read(limit).decode("utf-8")
+def _listing(directory: Path) -> list[str]:
+    try:
+        return [entry.name for entry in directory.iterdir()]
+    except OSError:
+        return []

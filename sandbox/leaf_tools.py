@@ -25,6 +25,21 @@ def bash_arguments(arguments: str | dict) -> tuple[dict, float] | None:
         return None
 
 
+ToolSignature = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]
+
+
+def tool_signatures(tools: list[dict]) -> list[ToolSignature]:
+    """What the runner relies on in a list of tool schemas: each tool's name, its parameters (name and type, in
+    order) and its required list. Descriptions are left out: they are only words to the model."""
+    signatures = []
+    for tool in tools:
+        function = tool["function"]
+        parameters = function["parameters"]
+        properties = tuple((name, spec.get("type")) for name, spec in parameters["properties"].items())
+        signatures.append((function["name"], properties, tuple(parameters.get("required", ()))))
+    return signatures
+
+
 def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
     return {
         "type": "function",

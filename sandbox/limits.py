@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from sandbox.owner import alive, identity
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -70,16 +72,13 @@ class AppliedLimits(BaseModel):
                 if not pids:
                     break
                 for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                    _kill(pid)
                 await asyncio.sleep(0.02)
             _remove_cgroup(directory)
 
 
 def apply_limits(limits: Limits) -> AppliedLimits:
-    name = f"leafcost-{uuid.uuid4().hex[:12]}"
+    name = f"leafcost-{identity()}-{uuid.uuid4().hex[:8]}"  # the owner in the name: see remove_orphan_cgroups
     if os.geteuid() == 0:
         for attempt in (_cgroup_v2, _cgroup_v1):
             try:
@@ -89,6 +88,31 @@ def apply_limits(limits: Limits) -> AppliedLimits:
             if applied is not None:
                 return applied
     return AppliedLimits(via="prlimit", limits=limits, cpu_enforced=False)
+
+
+def remove_orphan_cgroups() -> list[str]:
+    """Cgroups of leafcost processes that died without releasing them: their members killed, then removed."""
+    removed = []
+    for parent in {*(CGROUP_ROOT / c / "leafcost" for c in ("memory", "pids", "cpu", "cpuacct")), CGROUP_ROOT}:
+        try:
+            candidates = [d for d in parent.resolve().iterdir() if d.is_dir() and d.name.startswith("leafcost-")]
+        except OSError:
+            continue
+        for directory in candidates:
+            owner = directory.name.removeprefix("leafcost-").rpartition("-")[0]
+            if owner.count("-") == 1 and not alive(owner):
+                for pid in _members(directory):
+                    _kill(pid)
+                _remove_cgroup(directory)
+                removed.append(str(directory))
+    return removed
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _cgroup_v1(limits: Limits, name: str) -> AppliedLimits | None:

@@ -14,27 +14,33 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from sandbox import tool_runner
 from sandbox.leaf_tools import TOOL_RUNNER_PATH, bash_arguments
 from sandbox.limits import AppliedLimits, Limits, apply_limits
 
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 # Never bindable from an environment: they belong to the base root or to the sandbox itself.
 RESERVED_DIRS = set(SYSTEM_DIRS) | {"proc", "dev", "sys", "tmp", "run", "var", ".leafcost"}
+# Harbor's directories are never part of the agent's tree: each sandbox gets fresh host directories bound there,
+# so nothing the agent leaves behind can stand where the verifier writes or where the host reads the reward.
+HARBOR_TOP_DIRS = frozenset({"tests", "logs", "solution"})
 # Places under /etc where credentials live; hidden even though /etc is bound.
 MASKED_FILES = ("etc/shadow", "etc/gshadow", "etc/shadow-", "etc/gshadow-")
 MASKED_DIRS = ("etc/ssh", "etc/ssl/private", "etc/sudoers.d")
-HARBOR_DIRS = ("tests", "logs/verifier", "logs/agent", "solution")
 SANDBOX_UID = 1000
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 RUNNER_IN_SANDBOX = "/.leafcost/tool_runner.py"
 PROFILE = Path(__file__).with_name("profile.sh")
 EMPTY_FILE = Path(__file__).with_name("empty")
 TOOL_GRACE_SEC = 15.0
+# The longest answer line the host reads: the runner trims every answer to fit its own cap.
+ANSWER_LIMIT_BYTES = tool_runner.ANSWER_CAP_BYTES + (1 << 20)
 
 
 class SandboxError(RuntimeError):
@@ -50,6 +56,14 @@ class SandboxOptions(BaseModel):
     unsafe_no_isolation: bool = False
     cache_dir: Path = Field(default_factory=lambda: default_cache_dir())
     work_dir: Path | None = None
+
+
+class Mount(BaseModel):
+    """A host directory the host made and owns, bound at `target` inside the sandbox."""
+
+    source: Path
+    target: str
+    writable: bool = True
 
 
 class ExecResult(BaseModel):
@@ -96,13 +110,14 @@ def require_isolation(options: SandboxOptions) -> None:
 class LocalSandbox:
     """A running sandbox over a root directory whose top-level entries become /<entry> inside."""
 
-    def __init__(self, root: Path, workdir: str, process: asyncio.subprocess.Process,
+    def __init__(self, root: Path, workdir: str, process: asyncio.subprocess.Process, channel: _Channel,
                  limits: AppliedLimits, isolated: bool, stderr_path: Path):
         self.root = root
         self.workdir = workdir
         self.isolated = isolated
         self.limits = limits
         self._process = process
+        self._channel = channel
         self._stderr_path = stderr_path
         self._lock = asyncio.Lock()
         self._next_id = 0
@@ -111,28 +126,43 @@ class LocalSandbox:
 
     @classmethod
     async def start(cls, root: Path, *, workdir: str, env: dict[str, str], limits: Limits, network: bool,
-                    options: SandboxOptions) -> LocalSandbox:
+                    options: SandboxOptions, mounts: Sequence[Mount] = ()) -> LocalSandbox:
         require_isolation(options)
         root = Path(root)
-        for directory in HARBOR_DIRS:
-            (root / directory).mkdir(parents=True, exist_ok=True)
         isolated = not options.unsafe_no_isolation
         if isolated:
-            argv = bwrap_command(root, workdir=workdir, env=env, network=network, options=options)
+            argv = bwrap_command(root, workdir=workdir, env=env, network=network, options=options, mounts=mounts,
+                                 memory_mb=limits.memory_mb)
             if not Path(options.base_root if options.base_root != "host" else "/", "usr/bin/python3").exists():
                 raise SandboxError(f"the base root {options.base_root!r} has no /usr/bin/python3, "
                                    "which the tool runner needs")
         else:
-            await _claim_host_root(root)
+            await _claim_host_root(root, mounts)
             argv = ["/usr/bin/python3", "-u", "-I", str(TOOL_RUNNER_PATH), "--workdir", workdir]
         applied = apply_limits(limits)
         stderr_path = root.parent / "runner.stderr"
-        with open(stderr_path, "wb") as stderr:
-            process = await asyncio.create_subprocess_exec(
-                *applied.wrap(argv), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=stderr, env=_runner_env(env) if not isolated else {"PATH": DEFAULT_PATH},
-                cwd=workdir if not isolated else None, start_new_session=True, limit=64 * 1024 * 1024)
-        sandbox = cls(root, workdir, process, applied, isolated, stderr_path)
+        # The protocol travels on two pipes passed as extra fds: bubblewrap's PID 1 inside the sandbox closes every
+        # fd above 2, so no process in there but the (non-dumpable) runner holds them; its stdin and stdout are
+        # /dev/null and the stderr file, which are worth nothing to forge through /proc/1/fd.
+        request_read, request_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        argv += ["--request-fd", str(request_read), "--answer-fd", str(answer_write)]
+        try:
+            with open(stderr_path, "wb") as stderr:
+                process = await asyncio.create_subprocess_exec(
+                    *applied.wrap(argv), stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                    pass_fds=(request_read, answer_write),
+                    env=_runner_env(env) if not isolated else {"PATH": DEFAULT_PATH},
+                    cwd=workdir if not isolated else "/", start_new_session=True)
+        except BaseException:
+            for fd in (request_write, answer_read):
+                os.close(fd)
+            raise
+        finally:
+            os.close(request_read)
+            os.close(answer_write)
+        channel = await _Channel.open(request_write, answer_read)
+        sandbox = cls(root, workdir, process, channel, applied, isolated, stderr_path)
         sandbox._release_root = None if isolated else _release_host_root
         try:
             hello = await sandbox._read_line(timeout=30)
@@ -141,13 +171,16 @@ class LocalSandbox:
             raise
         if not hello.get("ready"):
             await sandbox.close()
-            raise SandboxError(f"tool runner did not start: {hello}")
+            raise SandboxError(f"tool runner did not start: {str(hello)[:500]}")
         return sandbox
 
     async def run_tool(self, name: str, arguments: str | dict[str, Any]) -> str:
         """One Leaf tool call; the observation text exactly as the model will see it."""
         answer = await self._request({"op": "tool", "name": name, "arguments": arguments},
                                      timeout=_tool_deadline(name, arguments))
+        if not isinstance(answer.get("output"), str):
+            await self.close()
+            raise SandboxError(f"tool runner answered without an observation: {str(answer)[:200]}")
         return answer["output"]
 
     async def exec(self, command: str, *, timeout: float, cwd: str | None = None,
@@ -155,14 +188,22 @@ class LocalSandbox:
         """A harness command (build step, patch capture, grading) with its own timeout."""
         answer = await self._request({"op": "exec", "command": command, "timeout": timeout, "cwd": cwd,
                                       "env": env, "login": login}, timeout=timeout + TOOL_GRACE_SEC)
-        return ExecResult.model_validate(answer)
+        try:
+            return ExecResult.model_validate(answer)
+        except ValueError:
+            await self.close()
+            raise SandboxError(f"tool runner answered an exec with garbage: {str(answer)[:200]}") from None
 
     def cpu_seconds(self) -> float | None:
         return self.limits.cpu_seconds()
 
     @property
     def alive(self) -> bool:
-        return self._process.returncode is None
+        return self._process.returncode is None and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     async def close(self) -> None:
         if self._closed:
@@ -174,8 +215,7 @@ class LocalSandbox:
             except ProcessLookupError:
                 pass
         await self._process.wait()
-        if self._process.stdin is not None:
-            self._process.stdin.close()
+        self._channel.close()
         await self.limits.release()
         if self._release_root is not None:
             self._release_root(self.root)
@@ -186,34 +226,40 @@ class LocalSandbox:
                 raise SandboxError(f"sandbox is not running{self._stderr_tail()}")
             self._next_id += 1
             payload = {"id": self._next_id, **payload}
-            assert self._process.stdin is not None
             try:
-                self._process.stdin.write((json.dumps(payload) + "\n").encode())
-                await self._process.stdin.drain()
+                self._channel.writer.write((json.dumps(payload) + "\n").encode())
+                await self._channel.writer.drain()
             except (BrokenPipeError, ConnectionResetError):
                 raise SandboxError(f"sandbox died{self._stderr_tail()}") from None
             answer = await self._read_line(timeout)
             if answer.get("id") != self._next_id:
-                raise SandboxError(f"tool runner answered out of order: {answer}")
+                await self.close()  # the protocol is out of step: nothing it says from here on can be trusted
+                raise SandboxError(f"tool runner answered out of order: {str(answer)[:200]}")
             if "error" in answer:
-                raise SandboxError(f"tool runner refused the request: {answer['error']}")
+                raise SandboxError(f"tool runner refused the request: {str(answer['error'])[:500]}")
             return answer
 
     async def _read_line(self, timeout: float) -> dict[str, Any]:
-        assert self._process.stdout is not None
         try:
-            line = await asyncio.wait_for(self._process.stdout.readline(), timeout)
+            line = await asyncio.wait_for(self._channel.reader.readline(), timeout)
         except asyncio.TimeoutError:
             await self.close()
             raise SandboxError(f"tool runner gave no answer within {timeout:.0f}s; sandbox killed") from None
+        except ValueError:  # asyncio's limit: the runner never writes lines this long, so something else did
+            await self.close()
+            raise SandboxError(f"tool runner answer exceeded {ANSWER_LIMIT_BYTES} bytes; sandbox killed") from None
         if not line:
             await self._process.wait()
             reason = "killed (out of memory?)" if self.limits.oom_killed() else f"exit {self._process.returncode}"
             raise SandboxError(f"sandbox exited ({reason}){self._stderr_tail()}")
         try:
-            return json.loads(line)
-        except json.JSONDecodeError:
-            raise SandboxError(f"tool runner wrote garbage: {line[:200]!r}") from None
+            answer = json.loads(line)
+        except (ValueError, RecursionError):
+            answer = None
+        if not isinstance(answer, dict):
+            await self.close()
+            raise SandboxError(f"tool runner wrote garbage: {line[:200]!r}; sandbox killed")
+        return answer
 
     def _stderr_tail(self) -> str:
         try:
@@ -223,13 +269,39 @@ class LocalSandbox:
         return f": {tail}" if tail else ""
 
 
-def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: bool,
-                  options: SandboxOptions) -> list[str]:
+class _Channel:
+    """The host's ends of the two protocol pipes, as asyncio streams."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, request_write: int, answer_read: int) -> _Channel:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=ANSWER_LIMIT_BYTES)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(answer_read, "rb", 0))
+        transport, protocol = await loop.connect_write_pipe(lambda: asyncio.StreamReaderProtocol(
+            asyncio.StreamReader()), os.fdopen(request_write, "wb", 0))
+        return cls(reader, asyncio.StreamWriter(transport, protocol, None, loop))
+
+    def close(self) -> None:
+        self.writer.close()
+        transport = getattr(self.reader, "_transport", None)
+        if transport is not None:
+            transport.close()
+
+
+def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: bool, options: SandboxOptions,
+                  mounts: Sequence[Mount] = (), memory_mb: int = 1024) -> list[str]:
     base = Path("/") if options.base_root == "host" else Path(options.base_root)
     argv = [bwrap_path() or "bwrap", "--unshare-all", *(["--share-net"] if network else []),
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", "--hostname", "leafcost",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+            "--die-with-parent", "--new-session", "--hostname", "leafcost", "--proc", "/proc", "--dev", "/dev"]
+    # Sized tmpfs: a process filling /tmp gets ENOSPC long before the memory limit, so the OOM killer is never asked
+    # to choose among processes while unkillable tmpfs pages hold the memory (it would pick the tool runner).
+    for path, size in tmpfs_sizes(memory_mb).items():
+        if path != "/root":
+            argv += ["--size", str(size), "--tmpfs", path]
     for name in SYSTEM_DIRS:
         source = base / name
         if source.is_symlink():
@@ -243,11 +315,14 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
     for name in MASKED_DIRS:
         if (base / name).is_dir():
             argv += ["--tmpfs", f"/{name}"]
-    argv += ["--tmpfs", "/root"]  # before the extra binds: a toolchain under /root must stay visible
+    # Before the extra binds: a toolchain under /root must stay visible.
+    argv += ["--size", str(tmpfs_sizes(memory_mb)["/root"]), "--tmpfs", "/root"]
     for path in options.extra_ro_binds:
         argv += ["--ro-bind", path, path]
     for entry in _top_level(root):
         argv += ["--bind", str(entry), f"/{entry.name}"]
+    for mount in mounts:  # mount points on the sandbox's own tmpfs root, never inside the agent's tree
+        argv += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
     # The tmpfs that holds the mount points goes read-only last: writing to / fails as in a real root.
     argv += ["--ro-bind", str(TOOL_RUNNER_PATH), RUNNER_IN_SANDBOX, "--remount-ro", "/", "--chdir", workdir,
              "--clearenv"]
@@ -256,36 +331,64 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
     return argv + ["/usr/bin/python3", "-u", "-I", RUNNER_IN_SANDBOX, "--workdir", workdir]
 
 
+def tmpfs_sizes(memory_mb: int) -> dict[str, int]:
+    """Bytes per private tmpfs: half the memory limit in all, so files alone can never exhaust it."""
+    memory = memory_mb * 1024 * 1024
+    return {"/tmp": memory // 4, "/var/tmp": memory // 16, "/run": min(16 << 20, memory // 16),
+            "/root": memory // 8}
+
+
 # Without isolation this machine's own root plays the container (Harbor's paths are real): one sandbox at a time.
 _HOST_ROOT_LOCK = asyncio.Lock()
 _HOST_ROOT_OWNER = ".leafcost-unsafe-root"
+_UNSAFE_VIEW = "unsafe-view"
 
 
-async def _claim_host_root(root: Path) -> None:
-    """Links the environment's top-level directories at /<name>, refusing any path that is not ours."""
+def _ours(link_target: Path) -> bool:
+    return Path(link_target, _HOST_ROOT_OWNER).exists() or link_target.parent.name == _UNSAFE_VIEW
+
+
+async def _claim_host_root(root: Path, mounts: Sequence[Mount]) -> None:
+    """Links the environment's top-level directories (and a view of the mounts) at /<name>, refusing any path that
+    is not ours."""
     await _HOST_ROOT_LOCK.acquire()
     try:
         if os.geteuid() != 0:
             raise SandboxError("--unsafe-no-isolation puts the task's directories (/app, /tests, /logs...) at the "
                                "root of this machine, which needs root; use it only inside a disposable container")
-        for entry in _top_level(root):
+        entries = _top_level(root) + _mount_view(root, mounts)
+        for entry in entries:
             target = Path("/") / entry.name
-            if target.is_symlink() and Path(os.readlink(target), _HOST_ROOT_OWNER).exists():
+            if target.is_symlink() and _ours(Path(os.readlink(target))):
                 target.unlink()  # left behind by a killed leafcost run
             if target.exists() or target.is_symlink():
                 raise SandboxError(f"--unsafe-no-isolation: {target} already exists on this machine and is not "
                                    "leafcost's; refusing to replace it")
-        for entry in _top_level(root):
-            (entry / _HOST_ROOT_OWNER).touch()
+        for entry in entries:
+            if not entry.is_symlink():
+                (entry / _HOST_ROOT_OWNER).touch()
             (Path("/") / entry.name).symlink_to(entry)
     except BaseException:
         _release_host_root(root)
         raise
 
 
+def _mount_view(root: Path, mounts: Sequence[Mount]) -> list[Path]:
+    """Without a mount namespace, mounts become symlinks in a host directory beside the root: /logs/verifier is
+    view/logs/verifier -> its source."""
+    view = root.parent / _UNSAFE_VIEW
+    shutil.rmtree(view, ignore_errors=True)
+    for mount in mounts:
+        link = view / mount.target.lstrip("/")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(mount.source)
+    return sorted(view.iterdir()) if view.exists() else []
+
+
 def _release_host_root(root: Path) -> None:
     try:
-        for entry in _top_level(root):
+        view = root.parent / _UNSAFE_VIEW
+        for entry in _top_level(root) + (sorted(view.iterdir()) if view.is_dir() else []):
             target = Path("/") / entry.name
             if target.is_symlink() and Path(os.readlink(target)) == entry:
                 target.unlink()
@@ -294,7 +397,11 @@ def _release_host_root(root: Path) -> None:
 
 
 def _top_level(root: Path) -> list[Path]:
-    return [e for e in sorted(root.iterdir()) if e.is_dir() and e.name not in RESERVED_DIRS]
+    """The environment's own top-level directories (real directories only, never links)."""
+    if not root.is_dir():
+        return []
+    return [e for e in sorted(root.iterdir())
+            if e.is_dir() and not e.is_symlink() and e.name not in RESERVED_DIRS | HARBOR_TOP_DIRS]
 
 
 def _runner_env(env: dict[str, str]) -> dict[str, str]:

@@ -1,9 +1,11 @@
 """The process that runs inside every sandbox: it executes Leaf's five tools and the harness's shell commands.
 
 Standard library only, a single file, for whatever python3 the sandbox image has (3.6 or newer; it imports
-nothing from leafcost). Started as `python3 -u tool_runner.py --workdir /app`, it serves newline-delimited
-JSON requests on stdin, one at a time and in order, and answers each with exactly one JSON line on its
-ORIGINAL stdout. Its own fds 1 and 2 both point at stderr, so a stray print can never corrupt the protocol.
+nothing from leafcost). Started as `python3 -u tool_runner.py --workdir /app [--request-fd R --answer-fd A]`,
+it serves newline-delimited JSON requests on stdin (or fd R), one at a time and in order, and answers each
+with exactly one JSON line on its ORIGINAL stdout (or fd A). Its own fd 0 is then /dev/null and fds 1 and 2
+both point at stderr, so a stray print can never corrupt the protocol, and it makes itself non-dumpable, so
+the commands it runs cannot open its fds through /proc.
 
     start                                            -> {"ready": true, "pid", "python", "runner_version"}
     {"id", "op": "tool", "name", "arguments"}        -> {"id", "output"}
@@ -11,15 +13,22 @@ ORIGINAL stdout. Its own fds 1 and 2 both point at stderr, so a stray print can 
         -> {"id", "exit_code" (null on timeout), "stdout", "stderr", "timed_out", "seconds", "truncated_bytes"}
     {"id", "op": "ping"}                             -> {"id", "ok": true}
     {"id", "op": "shutdown"}                         -> {"id", "ok": true}, then exit 0 (so does EOF on stdin)
-    a malformed request, or a command that cannot start -> {"id" (or null), "error"}
+    a malformed or overlong request, or a command that cannot start -> {"id" (or null), "error"}
 
-Tool observations reproduce Leaf's formats (the published FrogNano harness), because the model performs as
-published only on what it was trained with; where Leaf could hang, blow memory or destroy data, this does better.
+Every answer line is at most ANSWER_CAP_BYTES once encoded (text is trimmed to fit, and the cut is counted);
+a request line longer than REQUEST_CAP_BYTES is skipped and answered with an error.
+
+Tool observations reproduce Leaf's (the published FrogNano harness) exactly, quirks included, because the
+model performs as published only on what it was trained with; where Leaf would hang or exhaust memory (FIFOs,
+huge files and outputs, symlink loops under Glob, orphaned processes), this one stops and says so.
 """
 
 import argparse
 import codecs
-import glob
+import errno
+import fcntl
+import fnmatch
+import heapq
 import json
 import os
 import re
@@ -30,14 +39,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-RUNNER_VERSION = "1"
+RUNNER_VERSION = "2"
 READ_OUTPUT_CHARS = 20000
 BASH_OUTPUT_CHARS = 30000
 BASH_DEFAULT_TIMEOUT = 120.0
 GLOB_LIMIT = 1000
+GLOB_SECONDS = 10.0  # a Glob stops after this much wall time and says so
+GLOB_MAX_ENTRIES = 2000000  # ... or after listing this many directory entries
+EDIT_CAP_BYTES = 32 * 1024 * 1024  # Edit holds the whole file in memory, as Leaf does; larger files are refused
 STREAM_CAP_BYTES = 8 * 1024 * 1024
+ANSWER_CAP_BYTES = 32 * 1024 * 1024  # one answer line, JSON-encoded, newline included
+REQUEST_CAP_BYTES = 64 * 1024 * 1024  # one request line, newline excluded
 
 _READ_CHUNK_BYTES = 256 * 1024
 _READ_SCAN_BYTES = 64 * 1024 * 1024  # read this much past the cut at most; the rest is estimated from the size
@@ -46,6 +60,15 @@ _DRAIN_SECONDS = 1.0
 _KILL_SECONDS = 5.0
 _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # what str.splitlines splits on
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_GLOB_MAGIC = re.compile("[*?[]")
+_GLOB_CLOCK_EVERY = 4096  # entries between two looks at the clock inside one huge directory
+_ANSWER_OVERHEAD = 4096  # bytes of an answer that are not its trimmable text (keys, numbers, the note)
+_FIT_CHUNK = 64 * 1024
+_MAX_ESCAPED_BYTES = 6  # the most one character costs in an answer line ("\u0001", or "\udcff" for a surrogate)
+_PR_SET_DUMPABLE = 4
+
+_protocol_fds = ()  # type: Tuple[int, ...]  # request and answer channels, closed in a child before it is dumpable
+_prctl_function = None  # type: Any
 
 
 # ---------------------------------------------------------------------------------------------- tools
@@ -75,63 +98,69 @@ def parse_arguments(raw: Any) -> Dict[str, Any]:
 
 def tool_read(args: Dict[str, Any], workdir: Path) -> str:
     path = _file_path(args, workdir)
-    first = max(1, _int_arg(args, "offset", 1))
-    limit = _int_arg(args, "limit", 0)
-    head = _Head(READ_OUTPUT_CHARS)
-    head.add(_display(path, workdir) + "\n")
-    with open(str(path), "rb") as handle:
+    with _open_unblocked(path, "rb") as handle:
+        # Leaf reads the file before it looks at offset and limit, so a missing file wins over a bad offset.
+        first = max(1, _leaf_int(args.get("offset"), 1))
+        limit = _leaf_int(args.get("limit"), 0)
+        head = _Head(READ_OUTPUT_CHARS)
+        head.add(_display(path, workdir) + "\n")
         _NumberedLines(head, first, first - 1 + limit if limit > 0 else None).feed(handle)
     return head.text()
 
 
 def tool_write(args: Dict[str, Any], workdir: Path) -> str:
     path = _file_path(args, workdir)
-    content = args.get("content")
-    if content is None:
-        raise ValueError("content is required")
-    if not isinstance(content, str):  # a JSON file sent as an object: write JSON, not a Python repr
-        content = json.dumps(content, indent=2, ensure_ascii=False)
-    data = content.encode("utf-8")
+    content = str(args.get("content", ""))  # Leaf's rule: absent is "", null is "None", an object its repr
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return "Wrote {} ({} bytes).".format(_display(path, workdir), len(data))
+    data = content.encode("utf-8")  # before opening: a lone surrogate must not leave the file emptied
+    with _open_unblocked(path, "wb") as handle:
+        handle.write(data)
+    return "Wrote {} ({} bytes).".format(_display(path, workdir), len(content))  # Leaf counts characters
 
 
 def tool_edit(args: Dict[str, Any], workdir: Path) -> str:
     path = _file_path(args, workdir)
-    old, new = _required_value(args, "old_string"), _required_value(args, "new_string")
+    old, new = str(args.get("old_string") or ""), str(args.get("new_string") or "")  # absent new: delete
     if not old:
         raise ValueError("old_string must be non-empty")
-    text = path.read_bytes().decode("utf-8", "surrogateescape")  # bytes that are not UTF-8 survive the edit
+    text = _read_for_edit(path)
     count, replace_all = text.count(old), _truthy(args.get("replace_all"))
     if count == 0:
         raise ValueError("old_string was not found")
-    if count > 1 and not replace_all:
+    if count != 1 and not replace_all:
         raise ValueError(
             "old_string matched {} times; set replace_all=true or use a more specific old_string".format(count)
         )
     changed = count if replace_all else 1
-    path.write_bytes(text.replace(old, new, changed).encode("utf-8", "surrogateescape"))
+    data = text.replace(old, new, -1 if replace_all else 1).encode("utf-8")
+    with _open_unblocked(path, "wb") as handle:
+        handle.write(data)
     return "Edited {} ({} replacement{}).".format(_display(path, workdir), changed, "" if changed == 1 else "s")
 
 
 def tool_glob(args: Dict[str, Any], workdir: Path) -> str:
     pattern = _required_text(args, "pattern")
-    root = _resolve(args.get("path") or ".", workdir)
-    found = glob.iglob(os.path.join(glob.escape(str(root)), pattern), recursive=True)
-    matches = sorted(_display(Path(m), workdir) for m in found if os.path.isfile(m) and not _in_git(m, root))
-    if not matches:
-        return "No files matched."
-    more = len(matches) - GLOB_LIMIT
-    return "\n".join(matches[:GLOB_LIMIT]) + ("\n... {} more files".format(more) if more > 0 else "")
+    root = _resolve(args.get("path") or ".", workdir)  # not escaped: Leaf reads magic in `path` too
+    search = BoundedGlob(GLOB_SECONDS, GLOB_MAX_ENTRIES)
+    found = _Counted(search.files(str(root / pattern), workdir))
+    shown = heapq.nsmallest(GLOB_LIMIT, found)  # Leaf sorts every match; only the first GLOB_LIMIT are kept
+    more = found.count - len(shown)
+    text = "\n".join(shown) + ("\n... {} more files".format(more) if more > 0 else "")
+    return (text or "No files matched.") + ("\n" + search.stopped if search.stopped else "")
 
 
 def tool_bash(args: Dict[str, Any], workdir: Path) -> str:
     command = _required_text(args, "command")
-    timeout = bash_timeout(args)
+    timeout = _leaf_timeout(args)
     result = run_command(["/bin/bash", "-lc", command], timeout, str(workdir))
-    status = "Timed out after {:.1f}s".format(timeout) if result.timed_out else "Exit code: {}".format(result.exit_code)
-    text = "{}\nSTDOUT:\n{}\nSTDERR:\n{}".format(status, _shell_text(result.stdout), _shell_text(result.stderr))
+    if result.timed_out:  # Leaf shows the raw partial bytes, decoded with replacement, newlines untouched
+        status = "Timed out after {:.1f}s".format(timeout)
+        out, err = result.stdout.decode("utf-8", "replace"), result.stderr.decode("utf-8", "replace")
+    else:  # Leaf's text-mode subprocess: strict UTF-8, stdout first, then universal newlines
+        status = "Exit code: {}".format(result.exit_code)
+        out = _strict_text(result.stdout, complete=not result.stdout_dropped)
+        err = _strict_text(result.stderr, complete=not result.stderr_dropped)
+    text = "{}\nSTDOUT:\n{}\nSTDERR:\n{}".format(status, out, err)
     return truncate(text, BASH_OUTPUT_CHARS, uncounted=result.truncated_bytes)
 
 
@@ -150,6 +179,14 @@ def truncate(text: str, limit: int, uncounted: int = 0) -> str:
     head.add(text)
     head.count(uncounted)
     return head.text()
+
+
+def bash_timeout(args: Dict[str, Any]) -> float:
+    """A Bash call's timeout in seconds by Leaf's rule (for the host); ValueError when it is not a number."""
+    try:
+        return _leaf_timeout(args)
+    except (TypeError, OverflowError) as exc:
+        raise ValueError(str(exc)) from None
 
 
 class _Head:
@@ -270,10 +307,7 @@ def _file_path(args: Dict[str, Any], workdir: Path) -> Path:
     value = args.get("file_path") or args.get("path")  # Leaf accepts `path` too
     if not value:
         raise ValueError("file_path is required")
-    path = _resolve(value, workdir)
-    if path.is_fifo():
-        raise OSError("{} is a FIFO; opening it could block forever (use Bash)".format(path))
-    return path
+    return _resolve(value, workdir)
 
 
 def _resolve(value: Any, workdir: Path) -> Path:
@@ -289,8 +323,51 @@ def _display(path: Path, workdir: Path) -> str:
         return str(path)
 
 
-def _in_git(match: str, root: Path) -> bool:
-    return ".git" in os.path.relpath(match, str(root)).split(os.sep)
+def _open_unblocked(path: Path, mode: str, **kwargs: Any) -> Any:
+    """open() with Leaf's errors, except that a FIFO is refused instead of blocking the runner forever: the
+    open itself never waits (O_NONBLOCK), so a FIFO planted after any check cannot hang it either."""
+    try:
+        handle = open(str(path), mode, opener=_nonblocking_open, **kwargs)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO and _is_fifo(path):  # opened for writing, nobody reading
+            raise _fifo_refusal(path) from None
+        raise
+    try:
+        fd = handle.fileno()
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            raise _fifo_refusal(path)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def _nonblocking_open(name: str, flags: int) -> int:
+    return os.open(name, flags | os.O_NONBLOCK)
+
+
+def _is_fifo(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(str(path)).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _fifo_refusal(path: Path) -> OSError:
+    return OSError("{} is a FIFO; opening it could block forever (use Bash)".format(path))
+
+
+def _read_for_edit(path: Path) -> str:
+    """The file as Leaf's Edit reads it: UTF-8 with U+FFFD for bad bytes, universal newlines (so CRLF
+    becomes LF when it is written back), but never more than EDIT_CAP_BYTES in memory."""
+    with _open_unblocked(path, "r", encoding="utf-8", errors="replace") as handle:
+        info = os.fstat(handle.fileno())
+        too_big = stat.S_ISREG(info.st_mode) and info.st_size > EDIT_CAP_BYTES
+        text = "" if too_big else handle.read(EDIT_CAP_BYTES + 1)  # a device has no size: read one past the cap
+    if too_big or len(text) > EDIT_CAP_BYTES:
+        raise ValueError("{} is larger than {} MiB; Edit refuses it (use Bash)".format(path, EDIT_CAP_BYTES >> 20))
+    return text
 
 
 def _required_text(args: Dict[str, Any], key: str) -> str:
@@ -300,21 +377,11 @@ def _required_text(args: Dict[str, Any], key: str) -> str:
     return str(value)
 
 
-def _required_value(args: Dict[str, Any], key: str) -> str:
-    value = args.get(key)
-    if value is None:
-        raise ValueError("{} is required".format(key))
-    return str(value)
-
-
-def _int_arg(args: Dict[str, Any], key: str, default: int) -> int:
-    value = args.get(key)
-    if value is None or value == "":
+def _leaf_int(value: Any, default: int) -> int:
+    """Leaf's optional integers: absent or "" is the default, anything else goes through int() and its errors."""
+    if value in (None, ""):
         return default
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError("{} must be an integer, got {!r}".format(key, value)) from None
+    return int(value)
 
 
 def _truthy(value: Any) -> bool:
@@ -323,21 +390,215 @@ def _truthy(value: Any) -> bool:
     return str(value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def bash_timeout(args: Dict[str, Any]) -> float:
-    """Seconds; Leaf reads a `timeout` above 1000 as milliseconds and also accepts `timeout_ms`."""
-    try:
-        if args.get("timeout_ms") is not None:
-            return max(0.1, float(args["timeout_ms"]) / 1000.0)
-        raw = args.get("timeout")
-        value = BASH_DEFAULT_TIMEOUT if raw is None else float(raw)
-    except (TypeError, ValueError):
-        raise ValueError("timeout must be a number of seconds, got {!r}".format(args.get("timeout"))) from None
+def _leaf_timeout(args: Dict[str, Any]) -> float:
+    """Seconds: `timeout_ms` wins, `timeout` above 1000 is milliseconds, at least 0.1; float() errors as Leaf's."""
+    if args.get("timeout_ms") is not None:
+        return max(0.1, float(args["timeout_ms"]) / 1000.0)
+    raw = args.get("timeout")
+    if raw is None:
+        return BASH_DEFAULT_TIMEOUT
+    value = float(raw)
     return max(0.1, value / 1000.0 if value > 1000 else value)
 
 
-def _shell_text(data: bytes) -> str:
-    """What Leaf's text-mode subprocess showed: UTF-8 (with replacement here) and universal newlines."""
-    return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+def _strict_text(data: bytes, complete: bool) -> str:
+    """A finished command's stream as Leaf's text-mode subprocess shows it: strict UTF-8 (a bad byte raises
+    Leaf's UnicodeDecodeError observation), then universal newlines. A stream cut at STREAM_CAP_BYTES may
+    end inside a character; that cut is ours, not an error."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if complete or exc.reason != "unexpected end of data":
+            raise
+        text = data[: exc.start].decode("utf-8")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class _Counted:
+    """An iterator that counts what it yields."""
+
+    def __init__(self, items: Iterable[str]) -> None:
+        self.items = iter(items)
+        self.count = 0
+
+    def __iter__(self) -> "_Counted":
+        return self
+
+    def __next__(self) -> str:
+        item = next(self.items)
+        self.count += 1
+        return item
+
+
+# ---------------------------------------------------------------------------------------------- Glob
+
+
+class BoundedGlob:
+    """Python's `glob.iglob(pattern, recursive=True)` as Leaf uses it, same matches and same duplicates (`*`,
+    `?`, `[..]`, `**` as zero or more directories, names starting with "." only when the pattern component
+    does, literal components taken as they are, `..` included), with three bounds: `**` never enters a
+    symlinked directory whose real path leaves the directory `**` started from or is one of its own ancestors
+    (a loop), neither to walk it nor to match a later component in it; the search stops after `seconds` of
+    wall time, and after `max_entries` listed directory entries. `stopped` then holds the line that says so."""
+
+    def __init__(self, seconds: float, max_entries: int) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.max_entries = max_entries
+        self.entries = 0
+        self.stopped = ""
+
+    def files(self, pattern: str, workdir: Path) -> Iterator[str]:
+        """Leaf's Glob listing: every match that is a file (links followed), shown as Leaf shows paths."""
+        for match in self.iglob(pattern):
+            if self.over():
+                return
+            path = Path(match)
+            if path.is_file():
+                yield _display(path, workdir)
+
+    def over(self) -> bool:
+        if not self.stopped:
+            if time.monotonic() > self.deadline:
+                self.stopped = "... search stopped after {:g}s; results may be incomplete".format(self.seconds)
+            elif self.entries > self.max_entries:
+                self.stopped = "... search stopped after {} entries; results may be incomplete".format(
+                    self.max_entries
+                )
+        return bool(self.stopped)
+
+    def iglob(self, pathname: str, dironly: bool = False) -> Iterator[str]:
+        dirname, basename = os.path.split(pathname)
+        if not _GLOB_MAGIC.search(pathname):
+            if (_lexists(pathname) if basename else os.path.isdir(dirname)):
+                yield pathname
+            return
+        if dirname != pathname and _GLOB_MAGIC.search(dirname):
+            parents = self.iglob(dirname, True)  # type: Iterable[str]
+        else:
+            parents = [dirname]
+        if not _GLOB_MAGIC.search(basename):
+            in_dir = self._literal
+        elif basename == "**":
+            in_dir = self._recursive
+        else:
+            in_dir = self._matching
+        for parent in parents:
+            for name in in_dir(parent, basename, dironly):
+                yield os.path.join(parent, name)
+
+    def _literal(self, dirname: str, basename: str, dironly: bool) -> Iterator[str]:
+        if basename:
+            if _lexists(os.path.join(dirname, basename)):
+                yield basename
+        elif os.path.isdir(dirname):  # a pattern ending in "/" matches directories only
+            yield basename
+
+    def _matching(self, dirname: str, pattern: str, dironly: bool) -> Iterator[str]:
+        names = [entry.name for entry in self._scan(dirname, dironly)]
+        if not _hidden(pattern):
+            names = [name for name in names if not _hidden(name)]
+        for name in fnmatch.filter(names, pattern):
+            yield name
+
+    def _recursive(self, dirname: str, pattern: str, dironly: bool) -> Iterator[str]:
+        """`**`: the directory itself (""), then every non-hidden name below it, depth first."""
+        yield ""
+        top = dirname or os.curdir
+        top_id = _directory_id(top)
+        if top_id is None:
+            return
+        top_real = os.path.realpath(top)
+        stack = [("", top, _Ancestry(top_id, None))]
+        while stack:
+            relative, path, ancestry = stack.pop()
+            for entry in self._scan(path, dironly):
+                if _hidden(entry.name):
+                    continue
+                below = self._descend(entry, os.path.join(path, entry.name), top_real, ancestry)
+                if below is None and dironly:  # a link not walked is not looked into by a later component either
+                    continue
+                name = os.path.join(relative, entry.name) if relative else entry.name
+                yield name
+                if below is not None:
+                    stack.append((name, os.path.join(path, entry.name), below))
+
+    def _descend(self, entry: Any, path: str, top_real: str, ancestry: "_Ancestry") -> Optional["_Ancestry"]:
+        """The ancestry to walk `path` with, or None when it is not a directory, or is a directory symlink
+        that leaves the top or loops back to one of its ancestors."""
+        try:
+            if not entry.is_dir():
+                return None
+            is_link = entry.is_symlink()
+        except OSError:
+            return None
+        identity = _directory_id(path)
+        if identity is None:
+            return None
+        if is_link and (ancestry.contains(identity) or not _within(os.path.realpath(path), top_real)):
+            return None
+        return _Ancestry(identity, ancestry)
+
+    def _scan(self, dirname: str, dironly: bool) -> List[Any]:
+        """The entries of a directory (only directories when `dironly`), [] when it cannot be listed."""
+        entries = []  # type: List[Any]
+        if self.over():
+            return entries
+        try:
+            with os.scandir(dirname or os.curdir) as iterator:
+                for entry in iterator:
+                    self.entries += 1
+                    if self.entries % _GLOB_CLOCK_EVERY == 0 and self.over():
+                        break
+                    try:
+                        if not dironly or entry.is_dir():
+                            entries.append(entry)
+                    except OSError:
+                        pass
+        except OSError:
+            pass
+        self.over()
+        return entries
+
+
+class _Ancestry:
+    """The (st_dev, st_ino) of each directory on the way down from a `**` walk's top."""
+
+    def __init__(self, identity: Tuple[int, int], parent: Optional["_Ancestry"]) -> None:
+        self.identity = identity
+        self.parent = parent
+
+    def contains(self, identity: Tuple[int, int]) -> bool:
+        node = self  # type: Optional[_Ancestry]
+        while node is not None:
+            if node.identity == identity:
+                return True
+            node = node.parent
+        return False
+
+
+def _directory_id(path: str) -> Optional[Tuple[int, int]]:
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (info.st_dev, info.st_ino) if stat.S_ISDIR(info.st_mode) else None
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _lexists(path: str) -> bool:
+    try:
+        os.lstat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _hidden(name: str) -> bool:
+    return name[:1] == "."
 
 
 # ------------------------------------------------------------------------------------------- commands
@@ -348,20 +609,26 @@ class CommandResult:
 
     def __init__(
         self, exit_code: Optional[int], stdout: bytes, stderr: bytes, timed_out: bool, seconds: float,
-        truncated_bytes: int,
+        stdout_dropped: int = 0, stderr_dropped: int = 0,
     ) -> None:
         self.exit_code = exit_code
         self.stdout = stdout
         self.stderr = stderr
         self.timed_out = timed_out
         self.seconds = seconds
-        self.truncated_bytes = truncated_bytes
+        self.stdout_dropped = stdout_dropped
+        self.stderr_dropped = stderr_dropped
+
+    @property
+    def truncated_bytes(self) -> int:
+        return self.stdout_dropped + self.stderr_dropped
 
 
 def run_command(argv: list, timeout: float, cwd: str, env: Optional[Dict[str, str]] = None) -> CommandResult:
     """Run in a new session with no stdin, read both pipes until EOF or the deadline, kill the whole process
     group on timeout, and never wait more than ~1 s for a pipe that a surviving grandchild holds open."""
     started = time.monotonic()
+    _prctl()  # resolved here, not in the child between fork and exec
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -370,6 +637,7 @@ def run_command(argv: list, timeout: float, cwd: str, env: Optional[Dict[str, st
         cwd=cwd,
         env=env,
         start_new_session=True,
+        preexec_fn=_child_setup,
     )
     pipes = _Pipes(proc)
     finished = False
@@ -389,8 +657,45 @@ def run_command(argv: list, timeout: float, cwd: str, env: Optional[Dict[str, st
         stderr=bytes(err.data),
         timed_out=not finished,
         seconds=time.monotonic() - started,
-        truncated_bytes=out.dropped + err.dropped,
+        stdout_dropped=out.dropped,
+        stderr_dropped=err.dropped,
     )
+
+
+def _child_setup() -> None:
+    """In a command's process, between fork and exec. The runner is non-dumpable (its /proc files belong to
+    root); a command need not be, but dumpable again it could expose the protocol fds: close them first. Every
+    command is the OOM killer's first choice (oom_score_adj 1000; raising needs no privilege), so when the
+    sandbox runs out of memory a command dies, never the runner."""
+    try:
+        for fd in _protocol_fds:
+            os.close(fd)
+        _set_dumpable(True)
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(fd, b"1000")
+        finally:
+            os.close(fd)
+    except BaseException:  # best effort: an exception here would fail the command with a useless message
+        pass
+
+
+def _prctl() -> Any:
+    """libc's prctl through ctypes, or None where ctypes or prctl is missing (then protection is off)."""
+    global _prctl_function
+    if _prctl_function is None:
+        try:
+            import ctypes
+
+            _prctl_function = ctypes.CDLL(None, use_errno=True).prctl
+        except (ImportError, OSError, AttributeError):
+            _prctl_function = False
+    return _prctl_function or None
+
+
+def _set_dumpable(dumpable: bool) -> bool:
+    prctl = _prctl()
+    return prctl is not None and prctl(_PR_SET_DUMPABLE, int(dumpable), 0, 0, 0) == 0
 
 
 class _Capture:
@@ -510,29 +815,33 @@ class _BadRequest(Exception):
 
 
 def handle_request(line: bytes, workdir: Path) -> Tuple[Dict[str, Any], bool]:
-    """The answer to one request line, and whether the runner should stop after sending it."""
+    """The answer to one request line, and whether the runner should stop after sending it. The answer's
+    text is trimmed so that its encoded line fits ANSWER_CAP_BYTES."""
     request_id = None
     try:
         request = _decode_request(line)
+        room = ANSWER_CAP_BYTES - _ANSWER_OVERHEAD - _encoded_size(request["id"])
+        if room < ANSWER_CAP_BYTES // 2:
+            raise _BadRequest("field 'id' is too large to echo back ({} bytes)".format(_encoded_size(request["id"])))
         request_id = request["id"]
         op = _field(request, "op", str, "a string")
         handler = _OPS.get(op)
         if handler is None:
-            raise _BadRequest("unknown op {!r}; expected one of: {}".format(op, ", ".join(sorted(_OPS))))
+            raise _BadRequest("unknown op {}; expected one of: {}".format(_short(op), ", ".join(sorted(_OPS))))
         answer = {"id": request_id}
-        answer.update(handler(request, workdir))
+        answer.update(handler(request, workdir, room))
         return answer, op == "shutdown"
     except _BadRequest as exc:
         return {"id": request_id, "error": str(exc)}, False
     except Exception as exc:  # e.g. an exec whose cwd does not exist; the runner keeps serving
-        return {"id": request_id, "error": "{}: {}".format(type(exc).__name__, exc)}, False
+        return {"id": request_id, "error": _short("{}: {}".format(type(exc).__name__, exc), 2000)}, False
 
 
 def _decode_request(line: bytes) -> Dict[str, Any]:
     try:
         request = json.loads(line.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
-        raise _BadRequest("request is not valid JSON: {}".format(exc)) from None
+        raise _BadRequest("request is not valid JSON: {}".format(_short(str(exc), 500))) from None
     if not isinstance(request, dict):
         raise _BadRequest("request must be a JSON object, got {}".format(type(request).__name__))
     if "id" not in request:
@@ -547,16 +856,20 @@ def _field(request: Dict[str, Any], name: str, kinds: Any, expected: str, requir
             raise _BadRequest("missing field {!r} ({})".format(name, expected))
         return None
     if not isinstance(value, kinds) or (isinstance(value, bool) and kinds is not bool):
-        raise _BadRequest("field {!r} must be {}, got {}".format(name, expected, json.dumps(value)[:200]))
+        raise _BadRequest("field {!r} must be {}, got {}".format(name, expected, _short(json.dumps(value))))
     return value
 
 
-def _op_tool(request: Dict[str, Any], workdir: Path) -> Dict[str, Any]:
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _op_tool(request: Dict[str, Any], workdir: Path, room: int) -> Dict[str, Any]:
     name = _field(request, "name", str, "a string")
-    return {"output": run_tool(name, request.get("arguments"), workdir)}
+    return {"output": _fit_text(run_tool(name, request.get("arguments"), workdir), room)}
 
 
-def _op_exec(request: Dict[str, Any], workdir: Path) -> Dict[str, Any]:
+def _op_exec(request: Dict[str, Any], workdir: Path, room: int) -> Dict[str, Any]:
     command = _field(request, "command", str, "a string")
     timeout = _field(request, "timeout", (int, float), "a number of seconds")
     if not timeout > 0:
@@ -569,35 +882,135 @@ def _op_exec(request: Dict[str, Any], workdir: Path) -> Dict[str, Any]:
     env = dict(os.environ)
     env.update(extra)
     result = run_command(["/bin/bash", "-lc" if login else "-c", command], timeout, cwd, env)
+    stdout, stderr, cut = _fit_streams(result.stdout, result.stderr, room)
     return {
         "exit_code": result.exit_code,
-        "stdout": result.stdout.decode("utf-8", "replace"),
-        "stderr": result.stderr.decode("utf-8", "replace"),
+        "stdout": stdout,
+        "stderr": stderr,
         "timed_out": result.timed_out,
         "seconds": round(result.seconds, 3),
-        "truncated_bytes": result.truncated_bytes,
+        "truncated_bytes": result.truncated_bytes + cut,
     }
 
 
-def _op_ok(request: Dict[str, Any], workdir: Path) -> Dict[str, Any]:
+def _op_ok(request: Dict[str, Any], workdir: Path, room: int) -> Dict[str, Any]:
     return {"ok": True}
 
 
 _OPS = {"tool": _op_tool, "exec": _op_exec, "ping": _op_ok, "shutdown": _op_ok}
 
 
+def _fit_text(text: str, room: int) -> str:
+    """`text` when its encoding fits `room` bytes, else its longest head that does plus Leaf's cut note."""
+    if _fitting_chars(text, room)[0] == len(text):
+        return text
+    kept = _fitting_chars(text, room - 100)[0]
+    return "{}\n[truncated {} chars]".format(text[:kept], len(text) - kept)
+
+
+def _fit_streams(stdout: bytes, stderr: bytes, room: int) -> Tuple[str, str, int]:
+    """Both streams decoded (U+FFFD for bad bytes), each cut to a byte-aligned head so that the two fit
+    `room` encoded bytes together (a stream that needs less than half leaves the rest to the other), and the
+    number of bytes cut."""
+    if _MAX_ESCAPED_BYTES * (len(stdout) + len(stderr)) <= room:
+        return stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"), 0
+    # Decoded with surrogateescape, a character maps back to its own bytes; a bad byte is costed as a
+    # six-byte "\udcxx", more than the U+FFFD it becomes, so the head chosen always fits.
+    texts = [data.decode("utf-8", "surrogateescape") for data in (stdout, stderr)]
+    (out_kept, out_cost), (err_kept, err_cost) = [_fitting_chars(text, room) for text in texts]
+    out_whole, err_whole = out_kept == len(texts[0]), err_kept == len(texts[1])
+    if not (out_whole and err_whole and out_cost + err_cost <= room):
+        half = room // 2
+        if out_whole and out_cost <= half:
+            rooms = (out_cost, room - out_cost)
+        elif err_whole and err_cost <= half:
+            rooms = (room - err_cost, err_cost)
+        else:
+            rooms = (half, room - half)
+        out_kept, err_kept = [_fitting_chars(text, part)[0] for text, part in zip(texts, rooms)]
+    heads = [text[:kept].encode("utf-8", "surrogateescape") for text, kept in zip(texts, (out_kept, err_kept))]
+    cut = len(stdout) + len(stderr) - len(heads[0]) - len(heads[1])
+    return heads[0].decode("utf-8", "replace"), heads[1].decode("utf-8", "replace"), cut
+
+
+def _fitting_chars(text: str, room: int) -> Tuple[int, int]:
+    """How many leading characters of `text` fit in `room` bytes once in an answer line, and their cost.
+    JSON escapes each character on its own, so costs add up piece by piece; memory stays one piece."""
+    if _MAX_ESCAPED_BYTES * len(text) <= room:
+        return len(text), _text_cost(text)
+    used = 0
+    for start in range(0, len(text), _FIT_CHUNK):
+        piece = text[start : start + _FIT_CHUNK]
+        cost = _text_cost(piece)
+        if used + cost > room:
+            low, high = 0, len(piece)
+            while low < high:  # the longest head of this piece that still fits
+                middle = (low + high + 1) // 2
+                if used + _text_cost(piece[:middle]) <= room:
+                    low = middle
+                else:
+                    high = middle - 1
+            return start + low, used + _text_cost(piece[:low])
+        used += cost
+    return len(text), used
+
+
+def _text_cost(text: str) -> int:
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "backslashreplace")) - 2
+
+
+def _encoded_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "backslashreplace"))
+
+
 def _send(stream: Any, message: Dict[str, Any]) -> None:
-    # Lone surrogates can only sit inside JSON strings, where "\udcxx" is a valid escape.
-    stream.write(json.dumps(message, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n")
+    """Write one answer line, never longer than ANSWER_CAP_BYTES: an answer that would be (only an error
+    echoing a huge value can be, once the ops have trimmed their text) becomes an error answer."""
+    line = _encode_line(message)
+    if line is None or len(line) > ANSWER_CAP_BYTES:
+        size = "an unencodable" if line is None else "a {}-byte".format(len(line))
+        error = "the runner's answer was {} line, over the {}-byte cap".format(size, ANSWER_CAP_BYTES)
+        line = _encode_line({"id": message.get("id"), "error": error})
+        if line is None or len(line) > ANSWER_CAP_BYTES:
+            line = _encode_line({"id": None, "error": error})
+    stream.write(line)
     stream.flush()
 
 
+def _encode_line(message: Dict[str, Any]) -> Optional[bytes]:
+    try:
+        # Lone surrogates can only sit inside JSON strings, where "\udcxx" is a valid escape.
+        return json.dumps(message, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _request_lines(stream: Any) -> Iterator[Optional[bytes]]:
+    """Request lines until EOF; None stands for a line over REQUEST_CAP_BYTES, which is skipped unread."""
+    while True:
+        line = stream.readline(REQUEST_CAP_BYTES + 1)
+        if not line:
+            return
+        if len(line) > REQUEST_CAP_BYTES and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(_READ_CHUNK_BYTES)
+            yield None
+        else:
+            yield line
+
+
 def main(argv: Optional[list] = None) -> int:
+    global _protocol_fds
+    # Non-dumpable first: /proc/<runner>/fd/* (the protocol pipes) and /proc/<runner>/mem then belong to root,
+    # so the commands it runs, same uid, can neither forge answers nor read or inject requests.
+    _set_dumpable(False)
     parser = argparse.ArgumentParser(description="Serve Leaf's tools over newline-delimited JSON.")
     parser.add_argument("--workdir", required=True, help="repository working directory inside the sandbox")
+    parser.add_argument("--request-fd", type=int, default=0, help="fd to read requests from (default: stdin)")
+    parser.add_argument("--answer-fd", type=int, default=1, help="fd to write answers to (default: stdout)")
     options = parser.parse_args(argv)
-    protocol = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)  # from here on, anything printed to fd 1 goes to stderr
+    requests, protocol = _take_protocol(options.request_fd, options.answer_fd)
+    _protocol_fds = (requests.fileno(), protocol.fileno())
     try:
         os.chdir(options.workdir)
     except OSError as exc:
@@ -606,7 +1019,10 @@ def main(argv: Optional[list] = None) -> int:
     workdir = Path(os.getcwd())
     ready = {"ready": True, "pid": os.getpid(), "python": sys.version.split()[0], "runner_version": RUNNER_VERSION}
     _send(protocol, ready)
-    for line in iter(sys.stdin.buffer.readline, b""):
+    for line in _request_lines(requests):
+        if line is None:
+            _send(protocol, {"id": None, "error": "request line longer than {} bytes".format(REQUEST_CAP_BYTES)})
+            continue
         if not line.strip():
             continue
         answer, stop = handle_request(line, workdir)
@@ -614,6 +1030,21 @@ def main(argv: Optional[list] = None) -> int:
         if stop:
             break
     return 0
+
+
+def _take_protocol(request_fd: int, answer_fd: int) -> Tuple[Any, Any]:
+    """Private, non-inheritable copies of the protocol fds; fd 0 becomes /dev/null and fd 1 a copy of stderr,
+    so nothing this process or its children print or read can touch the protocol. A host can pass the pipes
+    as fds 3 and up: a sandbox's PID-1 reaper (bubblewrap's) keeps only fds 0-2, and it is not non-dumpable."""
+    requests = os.fdopen(os.dup(request_fd), "rb")
+    answers = os.fdopen(os.dup(answer_fd), "wb", buffering=0)
+    for fd in {request_fd, answer_fd} - {0, 1, 2}:
+        os.close(fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return requests, answers
 
 
 if __name__ == "__main__":

@@ -135,11 +135,11 @@ def four_arm_run(tmp_path_factory):
             "arms": [{"name": "frognano", "adapter": "sglang", "model": "frognano-4b", "base_url": sglang.base_url,
                       "max_retries": 0, "gpu": {"type": "H200", "usd_per_hour": 3.5}, "metrics_interval_sec": 0.2},
                      {"name": "hosted", "adapter": "router", "model": "hosted-gpt", "base_url": openai.base_url,
-                      "api_key_env": "LEAFCOST_TEST_SUMMARY_KEY", "max_retries": 0,
+                      "api_key_env": "LEAFCOST_TEST_SUMMARY_KEY", "max_retries": 0, "allow_unlisted_model": True,
                       "prices": {"input": 1.25, "output": 10.0, "cached_input": 0.125}},
                      {"name": "unpriced", "adapter": "router", "model": "no-price-anywhere", "base_url":
                       openai.base_url, "api_key_env": "LEAFCOST_TEST_SUMMARY_KEY", "max_retries": 0,
-                      "allow_unpriced": True, "sampling": {"temperature": 0.0}},
+                      "allow_unpriced": True, "allow_unlisted_model": True, "sampling": {"temperature": 0.0}},
                      {"name": "oracle", "adapter": "oracle"}]})
         ledger = Ledger.open(db)
         try:

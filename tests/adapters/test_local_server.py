@@ -168,6 +168,18 @@ def test_stop_leaves_no_process_behind(tmp_path):
     assert "stopping on SIGTERM" in (tmp_path / "server.log").read_text()
 
 
+def test_the_server_never_sees_our_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROUTER_API_KEY", "sk-router-key-not-for-the-server")
+    monkeypatch.setenv("LEAFCOST_DEMO_ROUTER_KEY", "sk-leafcost-proxy-master-key")
+    server = LocalModelServer(parallel=1, log_path=tmp_path / "server.log").start()
+    try:
+        environ = Path(f"/proc/{server.process.pid}/environ").read_bytes().split(b"\0")
+    finally:
+        server.stop()
+    names = {entry.partition(b"=")[0].decode() for entry in environ if entry}
+    assert "PATH" in names and not names & {"ROUTER_API_KEY", "LEAFCOST_DEMO_ROUTER_KEY"}
+
+
 def test_a_server_whose_owner_dies_exits_on_its_own(tmp_path):
     owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys

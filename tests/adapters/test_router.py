@@ -183,17 +183,17 @@ def test_wrong_key_fails_at_start_and_chat_does_not_retry(monkeypatch):
         at_chat = chat_error(adapter)
         sent = len(server.chat_bodies)
 
-    assert at_start.value.kind == "auth" and KEY_ENV in str(at_start.value)
-    assert at_chat.kind == "auth" and len(at_chat.attempts) == 1 and at_chat.attempts[0].http_status == 401
+    assert at_start.value.kind == "configuration" and KEY_ENV in str(at_start.value)
+    assert at_chat.kind == "configuration" and len(at_chat.attempts) == 1 and at_chat.attempts[0].http_status == 401
     assert sent == 1
     for error in (at_start.value, at_chat):
         assert wrong not in str(error) and wrong not in repr(error.attempts)
 
 
-def test_forbidden_is_auth_too():
+def test_forbidden_is_a_configuration_error_too():
     with ScriptedServer(script([{"status": 403, "message": "this key may not use this model"}])) as server:
         error = chat_error(adapter_for(server, max_retries=3))
-    assert error.kind == "auth" and len(error.attempts) == 1 and "may not use" in str(error)
+    assert error.kind == "configuration" and len(error.attempts) == 1 and "may not use" in str(error)
 
 
 def test_missing_key_names_the_variable(monkeypatch):
@@ -201,10 +201,10 @@ def test_missing_key_names_the_variable(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(AdapterError) as named:
         adapter_for(None)
-    assert named.value.kind == "auth" and f"set {KEY_ENV}" in str(named.value)
+    assert named.value.kind == "configuration" and f"set {KEY_ENV}" in str(named.value)
     with pytest.raises(AdapterError) as default:
         adapter_for(None, api_key_env=None)
-    assert default.value.kind == "auth" and "set ROUTER_API_KEY" in str(default.value)
+    assert default.value.kind == "configuration" and "set ROUTER_API_KEY" in str(default.value)
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-openrouter")
@@ -219,7 +219,7 @@ def test_the_key_never_leaves_the_authorization_header(capfd, caplog):
         adapter = adapter_for(server)
         start = asyncio.run(adapter.start())
         error = chat_error(adapter)
-    assert error.kind == "bad_request" and "[key]" in str(error)
+    assert error.kind == "bad_request" and "[redacted]" in str(error)
     assert_no_key(str(error), error.attempts, [a.model_dump_json() for a in error.attempts], start.model_dump_json(),
                   adapter, adapter.recorded_config(), vars(adapter))
     printed = capfd.readouterr()
@@ -309,11 +309,16 @@ def test_unreachable_router_fails_at_start_and_at_chat():
     assert [a.status for a in error.attempts] == ["connection_error"] and "ConnectionRefusedError" in str(error)
 
 
-def test_wrong_base_url_fails_at_start():
-    with ScriptedServer(script()) as server:
-        with pytest.raises(AdapterError) as caught:
-            asyncio.run(adapter_for(server, base_url=server.root_url + "/api/v1").start())
-    assert caught.value.kind == "unreachable" and "/api/v1/models: HTTP 404" in str(caught.value)
+def test_wrong_base_url_is_a_configuration_error_at_the_first_call():
+    # An endpoint whose /models answers 404 does not list models: it starts (with a warning), and its 404 on
+    # the first call is a configuration error, never retried and never a model's miss.
+    with ScriptedServer(script([{"content": "never"}])) as server:
+        adapter = adapter_for(server, base_url=server.root_url + "/api/v1", max_retries=3)
+        start = asyncio.run(adapter.start())
+        error = chat_error(adapter)
+    assert any("/api/v1/models does not list models" in w for w in start.warnings)
+    assert error.kind == "configuration" and error.configuration and not error.infrastructure
+    assert [a.http_status for a in error.attempts] == [404] and "check the arm's model" in str(error)
 
 
 def test_hosted_arm_has_no_metrics_and_no_lease():

@@ -58,5 +58,33 @@ def test_a_wrong_key_is_refused_before_any_episode(proxy, monkeypatch):
 
     with pytest.raises(AdapterError) as caught:
         asyncio.run(scenario())
-    assert caught.value.kind == "auth" and "LEAFCOST_TEST_ROUTER_KEY" in str(caught.value)
+    assert caught.value.kind == "configuration" and "LEAFCOST_TEST_ROUTER_KEY" in str(caught.value)
     assert "sk-not-the-master-key" not in str(caught.value)
+
+
+def test_a_model_the_real_proxy_does_not_route_is_a_configuration_error(proxy, monkeypatch):
+    """litellm's proxy lists `hosted-gpt` only: another name is refused at start, and an arm that allows unlisted
+    names gets the proxy's HTTP 400 "Invalid model name passed in model=..." as a configuration error, once."""
+    monkeypatch.setenv("LEAFCOST_TEST_ROUTER_KEY", proxy.master_key)
+
+    def adapter(**options) -> RouterAdapter:
+        return RouterAdapter(model="no-such-model", base_url=proxy.base_url, api_key_env="LEAFCOST_TEST_ROUTER_KEY",
+                             sampling={}, request_timeout_sec=60, max_retries=3, **options)
+
+    async def scenario():
+        with pytest.raises(AdapterError) as at_start:
+            await adapter().start()
+        allowing = adapter(allow_unlisted_model=True)
+        start = await allowing.start()
+        with pytest.raises(AdapterError) as at_chat:
+            await allowing.chat([{"role": "user", "content": "fix the bug"}], [])
+        return at_start.value, start, at_chat.value
+
+    at_start, start, at_chat = asyncio.run(scenario())
+    assert at_start.kind == "configuration" and "'no-such-model' is not among the" in str(at_start)
+    assert "hosted-gpt" in str(at_start) and "allow_unlisted_model" in str(at_start)
+    assert any("no-such-model" in w for w in start.warnings)
+    assert at_chat.kind == "configuration" and at_chat.configuration and not at_chat.infrastructure
+    assert [a.http_status for a in at_chat.attempts] == [400] and "Invalid model name" in str(at_chat)
+    for text in (str(at_start), str(at_chat), repr(at_chat.attempts), start.model_dump_json()):
+        assert proxy.master_key not in text

@@ -85,7 +85,7 @@ def test_launch_command_has_the_parsers_and_reports():
     argv = launch_command(tp=2)
     text = " ".join(argv)
     for flag in ("--reasoning-parser qwen3", "--tool-call-parser qwen3_coder", "--enable-metrics",
-                 "--enable-cache-report", "--context-length 131072", "--tp 2"):
+                 "--enable-cache-report", "--context-length 131072", "--tp-size 2"):
         assert flag in text
 
 

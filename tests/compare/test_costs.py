@@ -3,17 +3,26 @@ SGLang's counters, sandbox cost. Every fixture is hand-computed; the sums are wr
 
 from __future__ import annotations
 
+import asyncio
 import math
+import os
+import subprocess
+import sys
+import threading
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from adapters.base import ServerSample
-from compare.costs import (CACHED_PREFILL_FRACTION, DEFAULT_WEIGHTS, Lease, Sample, Work, WorkWeights,
-                           attribute_lease, busy_seconds, fit_weights, lease_cost_usd, lease_seconds, marginal_cost,
-                           measured_saturation_tokens_per_sec, samples_of, sandbox_cost_usd, utilization)
+from adapters.sglang import SGLangAdapter
+from compare.costs import (CACHED_PREFILL_FRACTION, DEFAULT_WEIGHTS, FORWARD_SECONDS, GPU_SECONDS, Lease,
+                           LedgerLease, Sample, Work, WorkWeights, attribute_lease, busy_seconds, fit_weights,
+                           lease_cost_usd, lease_end, lease_seconds, marginal_cost,
+                           measured_saturation_tokens_per_sec, read_busy, samples_of, sandbox_cost_usd, utilization)
 
 T0 = datetime(2026, 10, 1, 12, 0, tzinfo=timezone.utc)
 H200_PAIR = Lease(kind="gpu", hardware="H200", count=2, usd_per_hour=3.50, started_at=T0,
@@ -34,6 +43,23 @@ def test_an_open_lease_ends_now():
     assert lease_cost_usd(open_lease, now=T0 + timedelta(minutes=30)) == 3.50
     with pytest.raises(ValueError, match="before it starts"):
         lease_seconds(open_lease, now=T0 - timedelta(seconds=1))
+
+
+def test_an_open_lease_ends_at_its_owners_last_heartbeat_whatever_the_time():
+    beating = LedgerLease(**H200_PAIR.model_dump(exclude={"ended_at"}), heartbeat_at=T0 + timedelta(minutes=30))
+    # the bill stops at the heartbeat: 2 × $3.50 × 0.5 h = $3.50, today and a year later
+    for now in (T0 + timedelta(minutes=31), T0 + timedelta(days=365), None):
+        assert lease_end(beating, now) == T0 + timedelta(minutes=30)
+        assert lease_cost_usd(beating, now) == 3.50
+    assert utilization(1800.0, beating, T0 + timedelta(days=2)) == 0.5  # 1,800 busy GPU-s of 2 × 1,800
+    # a closed lease ends where it ended; an open one without a heartbeat (an older ledger's) still ends now
+    closed = beating.model_copy(update={"ended_at": T0 + timedelta(minutes=90)})
+    assert lease_cost_usd(closed, T0 + timedelta(days=365)) == 10.50
+    no_beat = beating.model_copy(update={"heartbeat_at": None})
+    assert lease_cost_usd(no_beat, T0 + timedelta(minutes=60)) == 7.00
+    # a heartbeat recorded before the start (clock skew) bills nothing, never a negative
+    skewed = beating.model_copy(update={"heartbeat_at": T0 - timedelta(seconds=5)})
+    assert lease_seconds(skewed) == 0.0
 
 
 def test_the_local_arms_cpu_lease_is_one_machine():
@@ -202,16 +228,16 @@ def test_no_weights_without_the_counters_or_without_movement():
     assert fit_weights([]) is None
 
 
-def test_busy_seconds_sum_every_category_and_give_utilization():
-    samples = samples_of(TWO_SCRAPES) + [
-        Sample(T0, 'sglang:gpu_execution_seconds_total{category="forward_idle",model_name="frognano-4b"}', 1.0),
-        Sample(T0 + timedelta(seconds=60),
-               'sglang:gpu_execution_seconds_total{category="forward_idle",model_name="frognano-4b"}', 1.5)]
+def test_busy_seconds_sum_every_category_but_idle_and_give_utilization():
+    idle = 'sglang:gpu_execution_seconds_total{category="forward_idle",model_name="frognano-4b"}'
+    mixed = 'sglang:gpu_execution_seconds_total{category="forward_mixed",model_name="frognano-4b"}'
+    samples = samples_of(TWO_SCRAPES) + [Sample(T0, idle, 1.0), Sample(T0 + timedelta(seconds=60), idle, 21.5),
+                                         Sample(T0, mixed, 0.0), Sample(T0 + timedelta(seconds=60), mixed, 2.0)]
     busy = busy_seconds(samples)
-    assert busy == 33.5  # 3 extend + 30 decode + 0.5 idle
+    assert busy == 35.0  # 3 extend + 30 decode + 2 mixed; the 20.5 s of idle passes served nobody
     one_gpu = Lease(kind="gpu", hardware="H100", count=1, usd_per_hour=2.95, started_at=T0,
                     ended_at=T0 + timedelta(seconds=100))
-    assert utilization(busy, one_gpu) == pytest.approx(0.335, rel=1e-12)  # 33.5 ÷ 100
+    assert utilization(busy, one_gpu) == pytest.approx(0.35, rel=1e-12)  # 35 ÷ 100
     assert busy_seconds([Sample(T0, 'sglang:num_running_reqs{model_name="x"}', 1.0)]) is None
     assert utilization(None, one_gpu) is None
 
@@ -240,3 +266,137 @@ def test_saturation_is_the_fastest_interval_between_scrapes():
     assert measured_saturation_tokens_per_sec(samples) == 12_500.0
     assert measured_saturation_tokens_per_sec(samples_of(TWO_SCRAPES)) == 11_500.0
     assert measured_saturation_tokens_per_sec(samples_of(TWO_SCRAPES[:1])) is None
+
+
+# --- the busy counter under both of SGLang's spellings ---------------------------------------------------------------
+# Exposition texts as SGLang serves them on /metrics (two schedulers, tp 2), read by the SGLang adapter over HTTP with
+# the same prometheus parser it uses on a real server. Up to 0.5.10 the counter is gpu_execution_seconds_total with
+# categories "forward_" + the ForwardMode name; from 0.5.11 forward_execution_seconds_total with the bare name.
+
+def exposition(name: str, prefix: str, extend: float, decode: float, idle: float, compute: float,
+               decode_tokens: float) -> str:
+    lines = [f"# HELP {name.removesuffix('_total')} Total time that GPU is busy executing model forward passes.",
+             f"# TYPE {name.removesuffix('_total')} counter"]
+    for rank in ("0", "1"):  # each scheduler drives one GPU and times its own passes
+        for category, seconds in (("extend", extend), ("decode", decode), ("idle", idle)):
+            lines.append(f'{name}{{category="{prefix}{category}",model_name="frognano-4b",tp_rank="{rank}"}} '
+                         f"{seconds}")
+            lines.append(f'{name.removesuffix("_total")}_created{{category="{prefix}{category}",'
+                         f'model_name="frognano-4b",tp_rank="{rank}"}} 1.7e9')
+    lines += ["# HELP sglang:realtime_tokens Total number of tokens processed.",
+              "# TYPE sglang:realtime_tokens counter"]
+    for rank in ("0", "1"):  # both tensor-parallel ranks count the same batch
+        for mode, tokens in (("prefill_compute", compute), ("decode", decode_tokens)):
+            lines.append(f'sglang:realtime_tokens_total{{mode="{mode}",model_name="frognano-4b",tp_rank="{rank}"}} '
+                         f"{tokens}")
+    lines += ["# HELP sglang:num_running_reqs The number of running requests.", "# TYPE sglang:num_running_reqs gauge",
+              'sglang:num_running_reqs{model_name="frognano-4b",tp_rank="0"} 3.0']
+    return "\n".join(lines) + "\n"
+
+
+class MetricsServer:
+    """A real HTTP server answering /metrics with whatever text is set, for the adapter to scrape."""
+
+    def __init__(self):
+        self.text = ""
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = owner.text.encode()
+                self.send_response(200 if self.path == "/metrics" else 404)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def scrape_twice(self, first: str, second: str) -> list[ServerSample]:
+        adapter = SGLangAdapter(base_url=f"http://127.0.0.1:{self.server.server_port}/v1", model="frognano-4b",
+                                sampling={}, gpu_type="H200", gpu_count=2, usd_per_gpu_hour=3.5)
+
+        async def scrape() -> list[ServerSample]:
+            scrapes = []
+            try:
+                for offset, text in ((0, first), (60, second)):
+                    self.text = text
+                    sample = await adapter.sample_metrics()
+                    scrapes.append(sample.model_copy(update={"taken_at": T0 + timedelta(seconds=offset)}))
+            finally:
+                await adapter.stop()
+            return scrapes
+        return asyncio.run(scrape())
+
+
+@pytest.mark.parametrize("name, prefix", [(FORWARD_SECONDS, ""), (GPU_SECONDS, "forward_")],
+                         ids=["0.5.11-and-later", "up-to-0.5.10"])
+def test_either_spelling_of_the_busy_counter_gives_busy_seconds_and_weights(name, prefix):
+    with MetricsServer() as server:
+        scrapes = server.scrape_twice(exposition(name, prefix, 10.0, 20.0, 5.0, 100_000, 50_000),
+                                      exposition(name, prefix, 13.0, 50.0, 45.0, 160_000, 80_000))
+    samples = samples_of(scrapes)
+    busy = read_busy(samples)
+    # per GPU +3 s extend and +30 s decode (the +40 s of idle passes are not busy), two GPUs
+    assert busy == (name, 66.0, None)
+    weights = fit_weights(samples)
+    # 6 GPU-s ÷ 60,000 prefill tokens, 60 GPU-s ÷ 30,000 decode tokens (both ranks count the same tokens once)
+    assert (weights.source, weights.uncached_prefill, weights.decode) == ("fitted", 1e-04, 0.002)
+    assert name in weights.note
+    lease = Lease(kind="gpu", hardware="H200", count=2, usd_per_hour=3.5, started_at=T0,
+                  ended_at=T0 + timedelta(seconds=110))
+    assert utilization(busy.seconds, lease) == pytest.approx(0.3, rel=1e-12)  # 66 ÷ (110 s × 2 GPUs)
+
+
+def test_a_server_exporting_both_spellings_is_read_once_under_the_new_name():
+    with MetricsServer() as server:
+        first = exposition(FORWARD_SECONDS, "", 10.0, 20.0, 0.0, 100_000, 50_000)
+        second = exposition(FORWARD_SECONDS, "", 13.0, 50.0, 0.0, 160_000, 80_000)
+        old = exposition(GPU_SECONDS, "forward_", 0.0, 0.0, 0.0, 0, 0)
+        scrapes = server.scrape_twice(first + old.split("# HELP sglang:realtime")[0],
+                                      second + old.split("# HELP sglang:realtime")[0])
+    assert read_busy(samples_of(scrapes)) == (FORWARD_SECONDS, 66.0, None)  # not 66 + the old one's 0, once
+
+
+def test_without_a_busy_counter_the_reason_says_how_to_get_one():
+    no_counter = samples_of(TWO_SCRAPES)
+    no_counter = [s for s in no_counter if "execution_seconds" not in s.metric]
+    busy = read_busy(no_counter)
+    assert busy.counter is None and busy.seconds is None
+    assert busy.reason.startswith(f"the server did not export {FORWARD_SECONDS} (SGLang 0.5.11 and later) or "
+                                  f"{GPU_SECONDS} (up to 0.5.10): start SGLang with "
+                                  "SGLANG_ENABLE_METRICS_DEVICE_TIMER=1")
+    assert fit_weights(no_counter) is None
+    once = [Sample(T0, f'{FORWARD_SECONDS}{{category="decode",model_name="x"}}', 3.0)]
+    assert read_busy(once).reason.startswith(f"{FORWARD_SECONDS} was sampled fewer than twice")
+
+
+def test_the_printed_sglang_launch_turns_the_device_timer_on(tmp_path):
+    """`leafcost sglang command` prints a shell line; run through a real shell with a stand-in `python` first on
+    PATH, the server process gets SGLANG_ENABLE_METRICS_DEVICE_TIMER=1 in its environment and the metrics flags."""
+    leafcost = Path(sys.executable).with_name("leafcost")
+    line = subprocess.run([str(leafcost), "sglang", "command", "--tp", "2"], capture_output=True, text=True,
+                          timeout=120, check=True).stdout.strip()
+    assert line.startswith("SGLANG_ENABLE_METRICS_DEVICE_TIMER=1 python -m sglang.launch_server ")
+    stand_in = tmp_path / "python"
+    stand_in.write_text('#!/bin/sh\necho "timer=$SGLANG_ENABLE_METRICS_DEVICE_TIMER"\nprintf "%s\\n" "$@"\n')
+    stand_in.chmod(0o755)
+    environment = {k: v for k, v in os.environ.items() if k != "SGLANG_ENABLE_METRICS_DEVICE_TIMER"}
+    environment["PATH"] = f"{tmp_path}:{environment.get('PATH', '/usr/bin:/bin')}"
+    ran = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=environment, timeout=60, check=True)
+    received = ran.stdout.splitlines()
+    assert received[0] == "timer=1"
+    assert received[1:4] == ["-m", "sglang.launch_server", "--model-path"]
+    assert "--enable-metrics" in received and received[received.index("--tp-size") + 1] == "2"

@@ -1,5 +1,6 @@
 """The Leaf episode loop against a real scripted OpenAI-protocol server and a real sandbox: tool order,
-reasoning sent back, every exit reason, budgets enforced during slow calls and commands, every call recorded."""
+reasoning sent back, every exit reason, budgets enforced during slow calls and commands, every call recorded,
+and the prompt and tools sent exactly as the arm's source has them (ours, or a Leaf checkout's)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import asyncio
 import json
 
 import pytest
+from leaf_checkouts import FAKE_PROMPT, fake_tools, write_checkout
 
 from adapters.openai_http import OpenAICompatibleAdapter
 from adapters.scripted_server import ScriptedServer
-from compare.episode import run_episode
+from compare.episode import LEAFCOST_PROMPT, SYSTEM_PROMPT, run_episode
+from compare.leaf_prompt import read_leaf_checkout
 from compare.spec import Budgets
-from sandbox import open_sandbox
+from sandbox import LEAF_TOOLS, open_sandbox
 
 
 class ListRecorder:
@@ -32,7 +35,7 @@ def tool(name, **arguments):
     return {"name": name, "arguments": arguments}
 
 
-def play(script, task, options, budgets=None, max_retries=0):
+def play(script, task, options, budgets=None, max_retries=0, prompt=LEAFCOST_PROMPT):
     """Runs one episode of `script` on `task`; returns the result, the recorder and the server's requests."""
     recorder = ListRecorder()
 
@@ -41,7 +44,7 @@ def play(script, task, options, budgets=None, max_retries=0):
         opened = await open_sandbox(task, options)
         try:
             result = await run_episode(adapter, opened.sandbox, task.instruction, budgets or Budgets(max_steps=10),
-                                       recorder)
+                                       recorder, prompt)
             listing = await opened.sandbox.exec("ls", timeout=10)
         finally:
             await opened.close()
@@ -174,3 +177,25 @@ def test_a_flood_of_output_ends_the_turn_without_breaking_the_harness(make_task,
                                   Budgets(max_tokens_per_turn=8192))
     assert result.exit_reason in {"max_tokens_per_turn", "max_context_len"}
     assert recorder.tools == [] and len(result.final_message) == 3_000_000
+
+
+def test_by_default_every_request_carries_our_prompt_and_tools(make_task, sandbox_options):
+    script = {"turns": [{"tool_calls": [tool("Glob", pattern="*.py")]}, {"content": "done"}]}
+    result, _, bodies, _ = play(script, make_task(), sandbox_options)
+    for body in bodies:
+        assert body["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}
+        assert json.dumps(body["tools"]) == json.dumps(LEAF_TOOLS)
+    assert result.trajectory()["tools"] == LEAF_TOOLS and result.trajectory()["prompt_source"] == "leafcost"
+
+
+def test_a_leaf_checkout_sends_leafs_prompt_and_tools_byte_for_byte(make_task, sandbox_options, tmp_path):
+    prompt = read_leaf_checkout(write_checkout(tmp_path / "FrogNano"))
+    script = {"turns": [{"tool_calls": [tool("Bash", command="echo hi")]}, {"content": "done"}]}
+    result, recorder, bodies, _ = play(script, make_task(), sandbox_options, prompt=prompt)
+    assert len(bodies) == 2 and recorder.tools[0][3].startswith("Exit code: 0\nSTDOUT:\nhi")
+    for body in bodies:  # what reached the server's socket, parsed with key order kept
+        assert body["messages"][0]["content"].encode() == FAKE_PROMPT.encode()
+        assert json.dumps(body["tools"], ensure_ascii=False) == json.dumps(fake_tools(), ensure_ascii=False)
+    trajectory = result.trajectory()
+    assert trajectory["tools"] == fake_tools() and trajectory["prompt_source"] == "leaf-checkout"
+    assert trajectory["messages"][0]["content"] == FAKE_PROMPT

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -34,7 +35,7 @@ SPEC = parse_run_spec({
 TABLE_COLUMNS = {
     "meta": ["key", "value"],
     "runs": ["run_id", "name", "created_at", "updated_at", "status", "spec_json", "spec_sha256", "suite",
-             "task_ids", "seeds", "leafcost_version", "sandbox_options"],
+             "task_ids", "seeds", "leafcost_version", "sandbox_options", "status_reason"],
     "arms": ["run_id", "arm", "adapter", "model", "endpoint", "served_model", "config", "server_info",
              "model_info", "warnings", "status", "status_reason", "started_at", "ended_at"],
     "episodes": ["episode_id", "run_id", "arm", "task_id", "seed", "attempt", "status", "exit_reason", "resolved",
@@ -51,7 +52,7 @@ TABLE_COLUMNS = {
     "tool_calls": ["run_id", "arm", "episode_id", "step", "idx", "tool_call_id", "tool_name", "arguments_chars",
                    "output_chars", "started_at", "seconds"],
     "gpu_leases": ["lease_id", "run_id", "arm", "kind", "hardware", "count", "usd_per_hour", "started_at",
-                   "ended_at"],
+                   "ended_at", "heartbeat_at", "owner_pid", "owner_host"],
     "server_samples": ["run_id", "arm", "taken_at", "metric", "value"],
     "scenarios": ["run_id", "name", "created_at", "sheet", "summary"],
 }
@@ -342,7 +343,8 @@ def test_leases_and_server_samples_round_trip(tmp_path):
     assert cpu == gpu + 1 and n == 2
     assert leases[0] == {"lease_id": gpu, "run_id": "demo-1", "arm": "local", "kind": "gpu",
                          "hardware": "H100-80GB", "count": 2, "usd_per_hour": 2.49, "started_at": T0,
-                         "ended_at": T0 + timedelta(hours=2)}
+                         "ended_at": T0 + timedelta(hours=2), "heartbeat_at": T0, "owner_pid": os.getpid(),
+                         "owner_host": socket.gethostname()}
     assert leases[1]["ended_at"] == T0 + timedelta(minutes=5) and leases[1]["kind"] == "cpu"
     assert samples == [
         {"run_id": "demo-1", "arm": "local", "taken_at": T0 + timedelta(seconds=15),
@@ -626,3 +628,198 @@ def test_kill_9_loses_nothing_whose_await_returned(tmp_path, kill_after_calls):
     assert started <= set(episodes)
     assert all(episodes[e]["status"] == "finished" and episodes[e]["model_calls"] == 4 for e in finished)
     assert interrupted == running
+
+
+# leases of a dead process, resume totals, failed runs -------------------------------------------------------
+
+LEASE_CHILD = """
+    import asyncio, os, signal, sys
+    from datetime import datetime, timedelta, timezone
+    from adapters.base import Lease
+    from compare.ledger import Ledger
+    from compare.spec import parse_run_spec
+
+    T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+    async def main():
+        ledger = Ledger.open(sys.argv[1])
+        spec = parse_run_spec({"name": "k", "suite": "builtin", "arms": [{"name": "a", "adapter": "local"}]})
+        await ledger.create_run("r", spec, task_ids=["t0"])
+        lease = await ledger.open_lease("r", "a", Lease(kind="gpu", hardware="H200", count=8, usd_per_hour=3.5,
+                                                        started_at=T0))
+        await ledger.heartbeat_leases([lease], T0 + timedelta(minutes=30))
+        await ledger.heartbeat_leases([lease], T0 + timedelta(minutes=10))  # late and out of order: ignored
+        print("beating", lease, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # as `kill -9` of `leafcost run` mid-way
+
+    asyncio.run(main())
+"""
+
+
+def _lease(row) -> Lease:
+    return Lease(**{k: row[k] for k in ("kind", "hardware", "count", "usd_per_hour", "started_at", "ended_at")})
+
+
+def test_a_killed_process_lease_is_closed_at_its_last_heartbeat_and_its_cost_stops_growing(tmp_path):
+    from compare.costs import lease_cost_usd
+
+    path = tmp_path / "killed.duckdb"
+    child = python(LEASE_CHILD, str(path))
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    orphan = int(child.stdout.split()[-1])
+
+    async def resume():
+        async with Ledger.open(path) as ledger:
+            left_open = ledger.query("SELECT * FROM gpu_leases")
+            mine = await ledger.open_lease("r", "a", Lease(kind="gpu", hardware="H200", count=8, usd_per_hour=3.5,
+                                                          started_at=T0 + timedelta(hours=1)))
+            closed = await ledger.close_orphan_leases("r")
+            again = await ledger.close_orphan_leases("r")
+            beats = await ledger.heartbeat_leases([orphan, mine, 999], T0 + timedelta(hours=2))
+            await ledger.close_lease(mine, T0 + timedelta(hours=3))
+            return left_open, closed, again, beats, ledger.query("SELECT * FROM gpu_leases ORDER BY lease_id")
+
+    left_open, closed, again, beats, (dead, live) = run(resume())
+    assert left_open[0]["ended_at"] is None and left_open[0]["owner_pid"] not in (None, os.getpid())
+    assert left_open[0]["heartbeat_at"] == T0 + timedelta(minutes=30)
+    assert (closed, again, beats) == (1, 0, 1)  # this process's own open lease is never taken for an orphan
+    assert dead["lease_id"] == orphan and dead["ended_at"] == T0 + timedelta(minutes=30)
+    assert live["ended_at"] == T0 + timedelta(hours=3) and live["heartbeat_at"] == T0 + timedelta(hours=2)
+    today, tomorrow = datetime.now(timezone.utc), datetime.now(timezone.utc) + timedelta(days=1)
+    assert lease_cost_usd(_lease(dead), today) == lease_cost_usd(_lease(dead), tomorrow) == pytest.approx(14.0)
+
+
+def test_an_orphan_without_heartbeat_closes_at_its_start_and_other_runs_are_left_alone(tmp_path):
+    path = tmp_path / "l.duckdb"
+
+    async def dead_writer():
+        async with Ledger.open(path) as ledger:  # closed without closing its leases, as a crash leaves them
+            for run_id in ("r1", "r2"):
+                await new_run(ledger, run_id)
+                await ledger.open_lease(run_id, "local", Lease(kind="cpu", hardware="2 vCPU", usd_per_hour=0.1,
+                                                              started_at=T0))
+
+    async def next_writer():
+        async with Ledger.open(path) as ledger:
+            closed = await ledger.close_orphan_leases("r1")
+            return closed, ledger.query("SELECT run_id, ended_at FROM gpu_leases ORDER BY run_id")
+
+    run(dead_writer())
+    conn = duckdb.connect(str(path))
+    conn.execute("UPDATE gpu_leases SET heartbeat_at = NULL")  # a row written by hand, without a heartbeat
+    conn.close()
+    closed, rows = run(next_writer())
+    assert closed == 1 and rows == [{"run_id": "r1", "ended_at": T0}, {"run_id": "r2", "ended_at": None}]
+
+
+def test_leases_left_open_before_heartbeats_existed_get_their_arms_last_activity_on_upgrade(tmp_path):
+    path = tmp_path / "v5.duckdb"
+    conn = duckdb.connect(str(path))
+    migrate(conn, path, MIGRATIONS[:5])  # the schema before heartbeats, as a killed run left it
+    at = lambda minutes: T0 + timedelta(minutes=minutes)  # noqa: E731
+    conn.execute("INSERT INTO runs VALUES ('r', 'r', ?, ?, 'running', '{}', 'x', 'builtin', '[]', 1, '0', NULL)",
+                 [T0, T0])
+    conn.executemany("INSERT INTO gpu_leases (lease_id, run_id, arm, kind, hardware, count, usd_per_hour, "
+                     "started_at, ended_at) VALUES (?, 'r', ?, 'gpu', 'H200', 1, 3.5, ?, ?)",
+                     [[1, "sg", at(0), None], [2, "sg", at(60), at(120)], [3, "other", at(0), None]])
+    conn.executemany("INSERT INTO model_calls (call_id, run_id, arm, episode_id, step, attempt, model, status, "
+                     "prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens, total_tokens, started_at, "
+                     "latency_sec) VALUES (?, 'r', 'sg', 'e', 1, 1, 'm', 'ok', 1, 0, 1, 0, 2, ?, 30.0)",
+                     [[1, at(20)], [2, at(90)]])  # the second belongs to the next process's lease
+    conn.execute("INSERT INTO server_samples VALUES ('r', 'sg', ?, 'm', 1.0)", [at(25)])
+    conn.close()
+
+    async def upgrade():
+        async with Ledger.open(path) as ledger:
+            before = ledger.query("SELECT lease_id, heartbeat_at, ended_at FROM gpu_leases ORDER BY lease_id")
+            closed = await ledger.close_orphan_leases("r")
+            return before, closed, ledger.query("SELECT lease_id, ended_at FROM gpu_leases ORDER BY lease_id")
+
+    before, closed, after = run(upgrade())
+    assert [r["heartbeat_at"] for r in before] == [at(25), None, at(0)]
+    assert closed == 2
+    assert [r["ended_at"] for r in after] == [at(25), at(120), at(0)]
+
+
+def test_arm_totals_count_the_final_attempt_of_every_key_whichever_process_recorded_it(tmp_path):
+    path = tmp_path / "l.duckdb"
+
+    async def first_process():
+        async with Ledger.open(path) as ledger:
+            await new_run(ledger, tasks=("t1", "t2", "t3"))
+            solved = await ledger.start_episode("demo-1", "local", "t1", 0, 1)
+            await ledger.finish_episode(solved, exit_reason="submitted", resolved=True, reward=1.0, final=True,
+                                        n_steps=3)
+            flaky = await ledger.start_episode("demo-1", "local", "t2", 0, 1)
+            await ledger.finish_episode(flaky, exit_reason="error", resolved=False, reward=None, final=False,
+                                        infra_error=True, n_steps=1)
+            hosted = await ledger.start_episode("demo-1", "hosted", "t1", 0, 1)
+            await ledger.record_call(hosted, 1, call(), cost_usd=0.25, price_source="explicit", price_revision=None)
+            await ledger.finish_episode(hosted, exit_reason="submitted", resolved=True, reward=1.0, final=True,
+                                        n_steps=1)
+            await ledger.start_episode("demo-1", "local", "t3", 0, 1)  # killed while running
+
+    async def resumed_process():
+        async with Ledger.open(path) as ledger:
+            await ledger.interrupt_running("demo-1")
+            retried = await ledger.start_episode("demo-1", "local", "t2", 0, 2)
+            await ledger.finish_episode(retried, exit_reason="submitted", resolved=True, reward=1.0, final=True,
+                                        n_steps=2)
+            broken = await ledger.start_episode("demo-1", "local", "t3", 0, 2)
+            await ledger.finish_episode(broken, exit_reason="harness_error", resolved=False, reward=None,
+                                        final=True, harness_error=True, n_steps=0)
+            lost = await ledger.start_episode("demo-1", "hosted", "t2", 0, 1)
+            await ledger.record_call(lost, 1, call(), cost_usd=0.5, price_source="explicit", price_revision=None)
+            await ledger.finish_episode(lost, exit_reason="error", resolved=False, reward=None, final=True,
+                                        infra_error=True, n_steps=1)
+            return await ledger.arm_totals("demo-1"), await ledger.arm_totals("no-such-run")
+
+    run(first_process())
+    totals, none = run(resumed_process())
+    assert none == {}
+    assert totals["local"].model_dump() == {"done": 3, "resolved": 2, "errors": 1, "calls_cost_usd": 0.0}
+    assert totals["hosted"].model_dump() == {"done": 2, "resolved": 1, "errors": 1, "calls_cost_usd": 0.75}
+
+
+def test_a_run_refused_at_start_is_recorded_failed_with_its_reason_and_can_run_again(tmp_path):
+    async def scenario():
+        async with Ledger.open(tmp_path / "l.duckdb") as ledger:
+            await new_run(ledger)
+            await ledger.set_run_status("demo-1", "failed", "arm hosted: model 'x' has no price; give prices")
+            failed = await ledger.get_run("demo-1")
+            await ledger.set_run_status("demo-1", "running")
+            resumed = await ledger.get_run("demo-1")
+            with pytest.raises(LedgerError, match="CHECK constraint"):
+                await ledger.set_run_status("demo-1", "bogus")  # type: ignore[arg-type]
+            await ledger.set_run_status("demo-1", "interrupted", "Bearer abcdefghijklmnop")
+            return failed, resumed, await ledger.get_run("demo-1")
+
+    failed, resumed, interrupted = run(scenario())
+    assert (failed.status, failed.status_reason) == ("failed", "arm hosted: model 'x' has no price; give prices")
+    assert (resumed.status, resumed.status_reason) == ("running", None)
+    assert (interrupted.status, interrupted.status_reason) == ("interrupted", "[redacted]")
+
+
+def test_an_upgraded_file_keeps_its_runs_their_comments_and_accepts_failed(tmp_path):
+    path = tmp_path / "v5.duckdb"
+    conn = duckdb.connect(str(path))
+    migrate(conn, path, MIGRATIONS[:5])
+    conn.execute("INSERT INTO runs VALUES ('old', 'old', ?, ?, 'interrupted', '{}', 'abc', 'builtin', '[\"t1\"]', 2, "
+                 "'0.0.1', NULL)", [T0, T0])
+    with pytest.raises(duckdb.ConstraintException):
+        conn.execute("UPDATE runs SET status = 'failed'")
+    conn.close()
+
+    async def upgrade():
+        async with Ledger.open(path) as ledger:
+            await ledger.set_run_status("old", "failed", "refused")
+            comments = {r["column_name"]: r["comment"] for r in ledger.query(
+                "SELECT column_name, comment FROM duckdb_columns() WHERE table_name = 'runs'")}
+            table = ledger.query("SELECT comment FROM duckdb_tables() WHERE table_name = 'runs'")[0]["comment"]
+            return await ledger.get_run("old"), comments, table
+
+    old, comments, table = run(upgrade())
+    assert (old.status, old.status_reason, old.seeds, old.task_ids, old.created_at) == (
+        "failed", "refused", 2, ["t1"], T0)
+    assert "resume must match" in comments["spec_sha256"] and "failed" in comments["status"]
+    assert table.startswith("One row per run")

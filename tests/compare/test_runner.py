@@ -96,7 +96,7 @@ def test_infrastructure_failures_are_retried_and_every_attempt_kept(suite, tmp_p
     with ScriptedServer({"turns": [{"status": 503, "usage": {"prompt_tokens": 5}}]}) as server:
         summary = run(spec_for(suite, server.base_url, seeds=1, arms=[
             {"name": "flaky", "adapter": "sglang", "model": "m", "base_url": server.base_url, "max_retries": 1,
-             "gpu": {"type": "H100", "usd_per_hour": 2.0}}]), db)
+             "allow_unlisted_model": True, "gpu": {"type": "H100", "usd_per_hour": 2.0}}]), db)
     assert summary.arms[0].errors == 3
     episodes = rows(db, "select task_id, attempt, exit_reason, infra_error, final from episodes order by all")
     assert [(e["attempt"], e["exit_reason"], e["infra_error"], e["final"]) for e in episodes[:2]] == [
@@ -157,7 +157,11 @@ def test_resume_after_a_crash_runs_only_what_is_unfinished(suite, tmp_path, stop
         out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
     summary = json.loads(out)
-    assert {a["arm"]: a["done"] for a in summary["arms"]} == {"frognano": 6, "oracle": 6}
+    # The printed totals are the ledger's, episodes of the killed process included.
+    assert {a["arm"]: (a["done"], a["resolved"]) for a in summary["arms"]} == {"frognano": (6, 6),
+                                                                               "oracle": (6, 6)}
+    # The killed process's lease was closed (at its last heartbeat): a finished run's cost no longer grows.
+    assert rows(db, "select count(*) as n from gpu_leases where ended_at is null")[0]["n"] == 0
     finals = rows(db, "select arm, task_id, seed, count(*) as n from episodes where final group by all")
     assert len(finals) == 12 and all(f["n"] == 1 for f in finals)  # never counted twice
     after = {e["episode_id"] for e in rows(db, "select episode_id from episodes where final")}

@@ -5,12 +5,21 @@ solvable, with two seeds); every figure is checked against numbers computed by h
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
+
+from compare.breakeven import breakeven
+from compare.costs import FORWARD_SECONDS, GPU_SECONDS
+from compare.ledger import connect_read_only
+from compare.stats import DEFAULT_SEED, Resampler, resolve_rates
+from compare.summary import summarize
 
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
@@ -76,12 +85,26 @@ def test_summary_has_every_figure_of_the_contract(ledger_run):
     assert "unpriced" in unpriced["cost_per_resolved_attempt"]["reason"]
 
 
-def test_summary_is_reproducible_and_the_table_prints(ledger_run):
+def test_summary_is_reproducible_and_the_seed_moves_the_intervals_not_the_figures(ledger_run):
     db, run_id = ledger_run
     first = leafcost("summary", run_id, "--db", str(db), "--json").stdout
     assert leafcost("summary", run_id, "--db", str(db), "--json").stdout == first
-    other_seed = leafcost("summary", run_id, "--db", str(db), "--json", "--seed", "7").stdout
-    assert json.loads(other_seed)["arms"][1]["avg_at_k"]["value"] == json.loads(first)["arms"][1]["avg_at_k"]["value"]
+    # the hosted arm's seeds and resolves per task, read back with SQL: c = 2, 2, 0 of n = 2 (calc-c cannot be fixed)
+    rows = sql(db, "select task_id, count(*), count(*) filter (where resolved) from episodes "
+                   "where arm = 'hosted' and final group by task_id order by task_id")
+    n, c = np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
+    intervals = {}
+    for seed in (DEFAULT_SEED, 7):
+        # 100 resamples of 3 tasks: how many resamples draw only calc-c (0 resolved) depends on the seed
+        document = json.loads(leafcost("summary", run_id, "--db", str(db), "--json", "--seed", str(seed),
+                                       "--resamples", "100").stdout)
+        assert document["bootstrap"] == {"resamples": 100, "seed": seed, "unit": "task"}
+        hosted = {arm["arm"]: arm for arm in document["arms"]}["hosted"]
+        assert hosted["avg_at_k"] == resolve_rates(n, c, Resampler(3, 100, seed))["avg_at_k"].as_json()
+        intervals[seed] = hosted["avg_at_k"]["ci95"]
+        assert hosted["avg_at_k"]["value"] == pytest.approx(2 / 3)  # the figure itself: the same for every seed
+    # the two seeds draw different resamples, so the check above would catch a seed that is not passed through
+    assert intervals[DEFAULT_SEED] == pytest.approx([1 / 3, 1.0]) and intervals[7] == pytest.approx([0.0, 1.0])
     table = leafcost("summary", run_id, "--db", str(db)).stdout
     assert "frognano" in table and "hosted" in table and "12 hosted calls are unpriced" in table
 
@@ -132,3 +155,73 @@ def test_reprice_stores_a_scenario_and_leaves_the_facts_alone(ledger_run, tmp_pa
     bad.write_text("arms:\n  hosted: {usd_per_hour: 2.0}\n")
     assert "a hosted arm is priced per token" in leafcost("reprice", run_id, "--prices", str(bad), "--db", str(db),
                                                           expect=2).stderr
+
+
+# --- the self-hosted arm's lease and busy counter, on copies of the run's ledger changed by SQL ---------------------
+
+def copy_of(db: Path, tmp_path: Path, *statements: str) -> Path:
+    """A copy of the ledger `db` with `statements` applied (the run's own ledger stays as it is)."""
+    copy = tmp_path / f"copy-{len(list(tmp_path.glob('copy-*')))}.duckdb"
+    shutil.copy(db, copy)
+    with duckdb.connect(str(copy)) as conn:
+        for statement in statements:
+            conn.execute(statement)
+    return copy
+
+
+def frognano(db: Path, run_id: str, **options) -> dict:
+    conn = connect_read_only(db)
+    try:
+        document = summarize(conn, run_id, **options)
+    finally:
+        conn.close()
+    return {arm["arm"]: arm for arm in document["arms"]}["frognano"] | {"_document": document}
+
+
+def test_the_summary_names_the_busy_counter_it_read_under_either_spelling(ledger_run, tmp_path):
+    db, run_id = ledger_run
+    old = frognano(db, run_id)
+    assert old["lease"]["busy_counter"] == GPU_SECONDS and "busy_counter_reason" not in old["lease"]
+    # SGLang 0.5.11 and later: the same counters renamed, categories without the forward_ prefix
+    renamed = copy_of(db, tmp_path, f"UPDATE server_samples SET metric = replace(replace(metric, '{GPU_SECONDS}', "
+                                    f"'{FORWARD_SECONDS}'), 'category=\"forward_', 'category=\"') "
+                                    f"WHERE starts_with(metric, '{GPU_SECONDS}')")
+    assert sql(renamed, f"select count(*) from server_samples where starts_with(metric, '{FORWARD_SECONDS}') "
+                        "and metric like '%category=\"extend\"%'")[0][0] > 0
+    new = frognano(renamed, run_id)
+    assert new["lease"]["busy_counter"] == FORWARD_SECONDS
+    assert new["lease"]["busy_seconds"] == old["lease"]["busy_seconds"] is not None
+    assert new["utilization"] == old["utilization"] is not None
+    weights_new, weights_old = new["lease"]["weights"], old["lease"]["weights"]
+    assert weights_new["source"] == weights_old["source"] == "fitted" and FORWARD_SECONDS in weights_new["note"]
+    assert (weights_new["uncached_prefill"], weights_new["decode"]) == (weights_old["uncached_prefill"],
+                                                                        weights_old["decode"])
+
+
+def test_without_a_busy_counter_the_summary_says_why_and_how_to_get_one(ledger_run, tmp_path):
+    db, run_id = ledger_run
+    stripped = copy_of(db, tmp_path, f"DELETE FROM server_samples WHERE starts_with(metric, '{GPU_SECONDS}')")
+    arm = frognano(stripped, run_id)
+    lease = arm["lease"]
+    assert lease["busy_counter"] is None and lease["busy_seconds"] is None and arm["utilization"] is None
+    assert lease["busy_counter_reason"].startswith(f"the server did not export {FORWARD_SECONDS}")
+    assert "start SGLang with SGLANG_ENABLE_METRICS_DEVICE_TIMER=1" in lease["busy_counter_reason"]
+    assert lease["utilization_reason"] == lease["busy_counter_reason"]
+    hosted = {a["arm"]: a for a in arm["_document"]["arms"]}["hosted"]
+    assert "SGLANG_ENABLE_METRICS_DEVICE_TIMER=1" in breakeven(arm, hosted)["reason"]
+
+
+def test_an_open_lease_is_billed_to_its_last_heartbeat_so_the_figures_never_move(ledger_run, tmp_path):
+    db, run_id = ledger_run
+    # as `kill -9` leaves it: the lease still open, its owner's last heartbeat 10 minutes after the start
+    killed = copy_of(db, tmp_path, "UPDATE gpu_leases SET ended_at = NULL, "
+                                   "heartbeat_at = started_at + INTERVAL 10 MINUTE WHERE arm = 'frognano'")
+    started = sql(killed, "select started_at from gpu_leases where arm = 'frognano'")[0][0]
+    today = frognano(killed, run_id, now=started + timedelta(hours=1))
+    tomorrow = frognano(killed, run_id, now=started + timedelta(days=1, hours=1))
+    assert today == tomorrow  # every figure, cost per resolved and its interval included
+    assert today["lease"]["open"] and today["lease"]["seconds"] == 600.0
+    assert today["cost_usd"]["gpu"] == pytest.approx(3.5 * 600 / 3600, rel=1e-12)  # 1 GPU × $3.50 × 10 min
+    # an open lease without a heartbeat (written before heartbeats existed) still ends at now: it moves
+    no_beat = copy_of(killed, tmp_path, "UPDATE gpu_leases SET heartbeat_at = NULL")
+    assert frognano(no_beat, run_id, now=started + timedelta(hours=1))["lease"]["seconds"] == 3600.0

@@ -7,19 +7,20 @@ import asyncio
 import pytest
 
 from compare.validate import validate_task
-from sandbox import BuildError, capture_patch, grade, open_sandbox, run_oracle
+from sandbox import BuildError, open_sandbox, run_oracle, verify
+from sandbox.grading import capture_patch
 
 
 def run(coro):
     return asyncio.run(coro)
 
 
-async def graded(task, options, before=None):
-    opened = await open_sandbox(task, options)
+async def graded(task, options, before=None, solution=False):
+    opened = await open_sandbox(task, options, solution=solution)
     try:
         if before:
             await before(opened.sandbox)
-        return await grade(opened.sandbox, task)
+        return (await verify(opened, task, capture=False)).grade
     finally:
         await opened.close()
 
@@ -32,7 +33,7 @@ def test_oracle_resolves_and_empty_run_does_not(make_task, sandbox_options):
         result = await run_oracle(sandbox, task)
         assert result.ok
 
-    result = run(graded(task, sandbox_options, oracle))
+    result = run(graded(task, sandbox_options, oracle, solution=True))
     assert result.resolved is True and result.reward == 1.0 and result.error is None
 
 
@@ -73,8 +74,8 @@ def test_agent_cannot_point_the_host_at_its_files(make_task, sandbox_options, tm
     (victim / "precious.txt").write_text("keep me")
 
     async def plant(sandbox):
-        await sandbox.exec(f"rm -rf /logs/verifier && ln -s {victim} /logs/verifier && "
-                           f"ln -s {victim}/precious.txt /tests/test.sh", timeout=10)
+        await sandbox.exec(f"rm -rf /logs/verifier /tests; ln -s {victim} /logs/verifier; "
+                           f"ln -s {victim}/precious.txt /tests/test.sh; ln -s {victim} logs", timeout=10)
 
     result = run(graded(make_task(), sandbox_options, plant))
     assert (victim / "precious.txt").read_text() == "keep me"
@@ -101,7 +102,8 @@ def test_patch_capture_is_leafs_and_resets_the_index(make_task, sandbox_options)
             await sandbox.run_tool("Edit", {"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"})
             await sandbox.run_tool("Write", {"file_path": "blob.bin", "content": "x"})
             await sandbox.exec("printf '\\x00\\x01' > blob.bin", timeout=10)
-            patch = await capture_patch(sandbox)
+            patch, error = await capture_patch(sandbox)
+            assert error is None
             staged = await sandbox.exec("git diff --cached --name-only", timeout=10)
             unstaged = await sandbox.exec("git status --porcelain", timeout=10)
         finally:

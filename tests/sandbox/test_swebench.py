@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from compare.validate import validate_suite
-from sandbox import SandboxOptions, Suite, grade, load_suite, open_sandbox, run_oracle
+from sandbox import SandboxOptions, Suite, load_suite, open_sandbox, run_oracle, verify
 from sandbox.suites import SuiteError
 from sandbox.swebench import image_name, patch_files
 from sandbox.swebench_grader import grade as grade_statuses
@@ -109,8 +109,10 @@ def load_one(tmp_path: Path, upstream: Upstream, cache: Path, **changes):
     return suite.tasks[0]
 
 
-def reward_json(opened) -> dict:
-    return json.loads((opened.sandbox.root / "logs" / "verifier" / "reward.json").read_text())
+async def graded(opened, task):
+    """The verdict and SWE-bench's report (reward.json) of one verification."""
+    verification = await verify(opened, task, capture=False)
+    return verification.grade, verification.reward_document
 
 
 # --- end to end in the real sandbox ------------------------------------------------------------------------
@@ -121,17 +123,20 @@ def test_unchanged_repo_fails_and_gold_patch_resolves(tmp_path, upstream, cache,
     assert (task.task_id, task.source) == (INSTANCE_ID, "swebench")
 
     async def scenario():
-        opened = await open_sandbox(task, options)
+        opened = await open_sandbox(task, options, solution=True)
         try:
             # An agent's edit to a file the test patch touches is discarded before the tests run.
             await opened.sandbox.run_tool("Write", {"file_path": "tests/test_ops.py", "content": "junk = ("})
-            empty = await grade(opened.sandbox, task)
-            empty_reward = reward_json(opened)
             solved = await run_oracle(opened.sandbox, task)
-            oracle = await grade(opened.sandbox, task)  # test files are reset and the test patch re-applied
-            return empty, empty_reward, solved, oracle, reward_json(opened)
+            oracle, oracle_reward = await graded(opened, task)  # test files reset, the test patch applied
         finally:
             await opened.close()
+        opened = await open_sandbox(task, options)
+        try:
+            empty, empty_reward = await graded(opened, task)
+        finally:
+            await opened.close()
+        return empty, empty_reward, solved, oracle, oracle_reward
 
     empty, empty_reward, solved, oracle, oracle_reward = run(scenario())
     assert empty.error is None, empty.output_tail
@@ -150,7 +155,7 @@ def test_test_patch_that_does_not_apply_gives_reward_zero_with_a_reason(tmp_path
     async def scenario():
         opened = await open_sandbox(task, options)
         try:
-            return await grade(opened.sandbox, task), reward_json(opened)
+            return await graded(opened, task)
         finally:
             await opened.close()
 

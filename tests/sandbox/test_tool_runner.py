@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import glob
+import io
 import json
 import os
 import random
@@ -13,14 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import tool_runner
+
 RUNNER = Path(__file__).resolve().parents[2] / "sandbox" / "tool_runner.py"
 SPARSE_SIZE = 200 * 1024 * 1024
 
 
 # The host's own login files can be slow or block (pyenv's rehash waits up to 60 s on a stale lock), and the Bash
 # tool runs a login shell. Real sandboxes bind a minimal /etc/profile and have an empty home; the runner under
-# test gets the same, with the host's root otherwise unchanged (no namespaces beyond the mount one).
-MINIMAL_LOGIN = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(RUNNER.with_name("profile.sh")), "/etc/profile",
+# test gets the same, with the host's root otherwise unchanged. Like a real sandbox it runs as uid 1000 without
+# capabilities in its own user namespace (so /proc protections apply even when the tests run as root).
+MINIMAL_LOGIN = ["bwrap", "--unshare-user", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL",
+                 "--dev-bind", "/", "/", "--ro-bind", str(RUNNER.with_name("profile.sh")), "/etc/profile",
                  "--die-with-parent", "--"]
 
 
@@ -191,11 +197,15 @@ def test_a_stray_print_in_a_tool_cannot_corrupt_the_protocol(tmp_path: Path, wor
     assert "stray print from a tool" in client.stderr_path.read_text()
 
 
-def test_a_command_writing_to_the_runners_own_stdout_lands_on_stderr(runner: RunnerClient) -> None:
-    output = runner.tool("Bash", {"command": "echo sneaky > /proc/$PPID/fd/1; echo fine"})
-    assert output == "Exit code: 0\nSTDOUT:\nfine\n\nSTDERR:\n"
-    assert runner.request("ping")["ok"] is True
-    assert "sneaky" in runner.stderr_path.read_text()
+def test_commands_cannot_reach_the_runners_fds_through_proc(runner: RunnerClient) -> None:
+    forge = """printf '{"id": 2, "ok": true}\\n' > /proc/$PPID/fd/3; echo $?"""
+    sneak = "echo sneaky > /proc/$PPID/fd/1; echo $?"
+    steal = "timeout 2 cat /proc/$PPID/fd/0; echo $?"
+    output = runner.tool("Bash", {"command": f"{forge}; {sneak}; {steal}"})
+    assert output.startswith("Exit code: 0\nSTDOUT:\n1\n1\n1\n\nSTDERR:\n")
+    assert output.count("Permission denied") == 3
+    assert runner.request("ping") == {"id": 2, "ok": True}  # the genuine answer, in order
+    assert "sneaky" not in runner.stderr_path.read_text()
 
 
 # ----------------------------------------------------------------------------------------- dispatch
@@ -225,13 +235,13 @@ def test_arguments_may_be_a_json_string_or_an_object(runner: RunnerClient, workd
     assert runner.tool("Read", '{"file_path": "a.txt"}') == runner.tool("Read", {"file_path": "a.txt"}) == "a.txt\n1. x"
 
 
-def test_missing_required_parameters_other_than_the_first(runner: RunnerClient, workdir: Path) -> None:
-    (workdir / "a.txt").write_text("x\n")
-    assert runner.tool("Write", {"file_path": "b.txt"}) == "ValueError: content is required"
-    assert runner.tool("Edit", {"file_path": "a.txt", "new_string": "y"}) == "ValueError: old_string is required"
-    assert runner.tool("Edit", {"file_path": "a.txt", "old_string": "x"}) == "ValueError: new_string is required"
-    assert not (workdir / "b.txt").exists()
-    assert (workdir / "a.txt").read_text() == "x\n"
+def test_missing_parameters_other_than_the_first_are_leafs_defaults(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "a.txt").write_text("xy\n")
+    assert runner.tool("Write", {"file_path": "b.txt"}) == "Wrote b.txt (0 bytes)."
+    assert runner.tool("Edit", {"file_path": "a.txt", "new_string": "y"}) == "ValueError: old_string must be non-empty"
+    assert runner.tool("Edit", {"file_path": "a.txt", "old_string": "x"}) == "Edited a.txt (1 replacement)."
+    assert (workdir / "b.txt").read_bytes() == b""
+    assert (workdir / "a.txt").read_text() == "y\n"
 
 
 # --------------------------------------------------------------------------------------------- Read
@@ -262,7 +272,7 @@ def test_read_offset_and_limit(runner: RunnerClient, workdir: Path) -> None:
 def test_read_bad_offset_is_an_observation(runner: RunnerClient, workdir: Path) -> None:
     (workdir / "f.txt").write_text("a\n")
     assert runner.tool("Read", {"file_path": "f.txt", "offset": "abc"}) == (
-        "ValueError: offset must be an integer, got 'abc'"
+        "ValueError: invalid literal for int() with base 10: 'abc'"
     )
 
 
@@ -325,8 +335,8 @@ def test_read_of_a_200_mb_sparse_file_stays_small(runner: RunnerClient, workdir:
 # -------------------------------------------------------------------------------------- Write, Edit
 
 
-def test_write_creates_parents_and_counts_utf8_bytes(runner: RunnerClient, workdir: Path) -> None:
-    assert runner.tool("Write", {"file_path": "a/b/c.txt", "content": "héllo\n"}) == "Wrote a/b/c.txt (7 bytes)."
+def test_write_creates_parents_and_counts_characters_as_leaf_does(runner: RunnerClient, workdir: Path) -> None:
+    assert runner.tool("Write", {"file_path": "a/b/c.txt", "content": "héllo\n"}) == "Wrote a/b/c.txt (6 bytes)."
     assert (workdir / "a" / "b" / "c.txt").read_bytes() == "héllo\n".encode()
     assert runner.tool("Write", {"file_path": "a/b/c.txt", "content": ""}) == "Wrote a/b/c.txt (0 bytes)."
     assert (workdir / "a" / "b" / "c.txt").read_bytes() == b""
@@ -358,25 +368,27 @@ def test_edit_errors_leave_the_file_alone(runner: RunnerClient, workdir: Path) -
     assert (workdir / "m.py").read_text() == "a a\n"
 
 
-def test_edit_keeps_bytes_that_are_not_utf8(runner: RunnerClient, workdir: Path) -> None:
+def test_edit_replaces_bytes_that_are_not_utf8_as_leaf_does(runner: RunnerClient, workdir: Path) -> None:
     (workdir / "latin.txt").write_bytes(b"caf\xe9 = 1\n")
     assert runner.tool("Edit", {"file_path": "latin.txt", "old_string": "1", "new_string": "2"}) == (
         "Edited latin.txt (1 replacement)."
     )
-    assert (workdir / "latin.txt").read_bytes() == b"caf\xe9 = 2\n"
+    assert (workdir / "latin.txt").read_bytes() == "caf\ufffd = 2\n".encode()
 
 
 # --------------------------------------------------------------------------------------------- Glob
 
 
-def test_glob_is_recursive_sorted_relative_files_only_and_skips_git(runner: RunnerClient, workdir: Path) -> None:
+def test_glob_is_recursive_sorted_relative_files_only_and_shows_git_when_named(runner: RunnerClient,
+                                                                              workdir: Path) -> None:
     for name in ["z.py", "a.py", "sub/b.py", "sub/deep/c.py", "sub/notes.txt", ".git/hooks/h.py"]:
         (workdir / name).parent.mkdir(parents=True, exist_ok=True)
         (workdir / name).write_text("")
     (workdir / "dir.py").mkdir()
     assert runner.tool("Glob", {"pattern": "**/*.py"}) == "a.py\nsub/b.py\nsub/deep/c.py\nz.py"
     assert runner.tool("Glob", {"pattern": "**/*.py", "path": "sub"}) == "sub/b.py\nsub/deep/c.py"
-    assert runner.tool("Glob", {"pattern": ".git/**"}) == "No files matched."
+    assert runner.tool("Glob", {"pattern": ".git/**"}) == ".git/hooks/h.py"
+    assert runner.tool("Glob", {"pattern": "**/.git/*/*"}) == ".git/hooks/h.py"
     assert runner.tool("Glob", {"pattern": "**/*.rs"}) == "No files matched."
 
 
@@ -387,6 +399,104 @@ def test_glob_shows_at_most_1000_files(runner: RunnerClient, workdir: Path) -> N
     assert len(lines) == 1001
     assert lines[:1000] == [f"f{i:04d}.txt" for i in range(1000)]
     assert lines[1000] == "... 5 more files"
+
+
+def glob_here(workdir: Path, pattern: str, path: str | None = None) -> str:
+    arguments = {"pattern": pattern} if path is None else {"pattern": pattern, "path": path}
+    return tool_runner.run_tool("Glob", arguments, workdir)
+
+
+def leaf_glob(workdir: Path, pattern: str, path: str | None = None) -> str:
+    """Leaf's Glob written the simple way, on Python's own glob: the oracle wherever that glob terminates."""
+    root = Path(path or ".").expanduser()
+    root = root if root.is_absolute() else workdir / root
+
+    def shown(match: Path) -> str:
+        try:
+            return match.resolve().relative_to(workdir).as_posix()
+        except ValueError:
+            return str(match)
+
+    matches = sorted(shown(Path(m)) for m in glob.glob(str(root / pattern), recursive=True) if Path(m).is_file())
+    more = f"\n... {len(matches) - 1000} more files" if len(matches) > 1000 else ""
+    return "\n".join(matches[:1000]) + more if matches else "No files matched."
+
+
+def plant(base: Path, names: list[str]) -> None:
+    for name in names:
+        (base / name).parent.mkdir(parents=True, exist_ok=True)
+        (base / name).write_text("")
+
+
+def exponential_tree(top: Path, levels: int) -> None:
+    """L1..Ln each hold two symlinks to the level below: 2**n paths to L0's file, all inside `top`, no loop."""
+    plant(top, ["L0/leaf.txt"])
+    for level in range(1, levels + 1):
+        (top / f"L{level}").mkdir()
+        for name in "ab":
+            (top / f"L{level}" / name).symlink_to(f"../L{level - 1}")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [("**/*.py", None), ("**", None), ("*", None), ("**/**/*.md", None), ("src/**/", None), ("*/*.py", None),
+     (".*/*", None), ("**/.*", None), ("**/.git/*", None), (".git/**", None), ("b/[[]x].py", None), ("?.py", None),
+     ("[!s]*/**", None), ("src/../*.py", None), ("**/*.md", "src"), ("*.py", "s*"), ("../**/*.md", None),
+     ("../../o/**/x", None), ("../*/app/*.py", None), ("**/x", ".."), ("{abs}/**/*.py", None), ("nothing/**", None),
+     ("lib/*.py", None), ("**/*.py", "../m")],
+)
+def test_glob_matches_pythons_glob_on_an_ordinary_tree(tmp_path: Path, pattern: str, path: str | None) -> None:
+    base = tmp_path / "o"
+    workdir = base / "m" / "app"
+    plant(base, ["x", "m/x", "m/notes.md", "m/app/x.py", "m/app/src/a.py", "m/app/src/deep/b.md", "m/app/.h/c.py",
+                 "m/app/.git/config", "m/app/b/[x].py", "m/app/d e/f.md", "m/app/src/deep/x"])
+    (workdir / "dir.py").mkdir()
+    (workdir / "link.py").symlink_to("x.py")  # a file symlink: listed as Leaf lists it (its target, twice)
+    (workdir / "lib").symlink_to("src")  # a directory symlink inside the tree: followed, as Python's glob does
+    pattern = pattern.replace("{abs}", str(workdir))
+    assert glob_here(workdir, pattern, path) == leaf_glob(workdir, pattern, path)
+
+
+@pytest.mark.timeout(120)
+def test_glob_through_a_symlink_loop_answers(runner: RunnerClient, workdir: Path) -> None:
+    (workdir / "d").mkdir()
+    (workdir / "d" / "a").symlink_to(".")
+    (workdir / "d" / "b").symlink_to(".")
+    plant(workdir, ["d/r.md", "top.md"])
+    assert runner.tool("Glob", {"pattern": "**/*.md"}, wait=60) == "d/r.md\ntop.md"
+    assert runner.tool("Glob", {"pattern": "d/*/r.md"}) == "d/r.md\nd/r.md"  # one level, as Python's glob
+    assert runner.request("ping")["ok"] is True
+
+
+def test_glob_never_walks_a_directory_symlink_out_of_its_root(tmp_path: Path, workdir: Path) -> None:
+    plant(tmp_path, ["outside/y.md", "outside/deeper/z.md"])
+    (workdir / "ext").symlink_to(tmp_path / "outside")
+    plant(workdir, ["in.md"])
+    assert glob_here(workdir, "**/*.md") == "in.md"
+    assert leaf_glob(workdir, "**/*.md") == f"{workdir}/ext/deeper/z.md\n{workdir}/ext/y.md\nin.md"  # Leaf's
+    assert glob_here(workdir, "ext/*.md") == leaf_glob(workdir, "ext/*.md") == f"{workdir}/ext/y.md"
+
+
+def test_glob_stops_after_its_entry_budget_and_says_so(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exponential_tree(workdir / "dag", 40)
+    monkeypatch.setattr(tool_runner, "GLOB_MAX_ENTRIES", 20000)
+    lines = glob_here(workdir, "**/*", "dag").split("\n")
+    assert lines[0] == "dag/L0/leaf.txt"
+    assert lines[-1] == "... search stopped after 20000 entries; results may be incomplete"
+
+
+def test_glob_stops_after_its_time_budget_and_says_so(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exponential_tree(workdir / "dag", 40)
+    monkeypatch.setattr(tool_runner, "GLOB_SECONDS", 0.5)
+    output = glob_here(workdir, "**/*.txt")
+    assert output.startswith("dag/L0/leaf.txt\n")
+    assert output.endswith("\n... search stopped after 0.5s; results may be incomplete")
+
+
+def test_glob_of_the_whole_filesystem_stops(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tool_runner, "GLOB_MAX_ENTRIES", 5000)
+    output = glob_here(workdir, "**/*", "/")
+    assert output.endswith("\n... search stopped after 5000 entries; results may be incomplete")
 
 
 # --------------------------------------------------------------------------------------------- Bash
@@ -414,7 +524,7 @@ def test_bash_timeout_above_1000_is_milliseconds(runner: RunnerClient) -> None:
 
 def test_bash_bad_timeout_is_an_observation(runner: RunnerClient) -> None:
     output = runner.tool("Bash", {"command": "true", "timeout": "abc"})
-    assert output == "ValueError: timeout must be a number of seconds, got 'abc'"
+    assert output == "ValueError: could not convert string to float: 'abc'"
 
 
 def test_bash_cuts_output_at_30000_chars(runner: RunnerClient) -> None:
@@ -493,6 +603,119 @@ def test_exec_in_a_missing_directory_is_an_error_answer(runner: RunnerClient, wo
     assert runner.request("ping")["ok"] is True
 
 
+# ------------------------------------------------------------------------------------------ hardening
+
+FLOOD = "head -c 8388608 /dev/zero | tr '\\0' '\\1'"  # 8 MiB of \x01: six bytes each once JSON-escaped
+
+
+def sent_line(answer: dict) -> bytes:
+    sink = io.BytesIO()
+    tool_runner._send(sink, answer)
+    return sink.getvalue()
+
+
+def test_an_exec_flooding_both_streams_with_control_bytes_fits_the_answer_cap(workdir: Path) -> None:
+    request = {"id": 1, "op": "exec", "command": f"{FLOOD}; {FLOOD} >&2", "timeout": 60}
+    answer, stop = tool_runner.handle_request(json.dumps(request).encode(), workdir)
+    line = sent_line(answer)
+    assert len(line) <= tool_runner.ANSWER_CAP_BYTES == 32 * 1024 * 1024
+    back = json.loads(line)
+    assert back["exit_code"] == 0 and not stop
+    assert set(back["stdout"]) == set(back["stderr"]) == {"\x01"}
+    assert abs(len(back["stdout"]) - len(back["stderr"])) <= 1  # each got half the room
+    assert len(back["stdout"]) + len(back["stderr"]) + back["truncated_bytes"] == 2 * 8 * 1024 * 1024
+
+
+def test_a_small_stream_is_kept_whole_beside_a_flooded_one(workdir: Path) -> None:
+    request = {"id": "k", "op": "exec", "command": f"echo hello; {FLOOD} >&2", "timeout": 60}
+    answer, _ = tool_runner.handle_request(json.dumps(request).encode(), workdir)
+    back = json.loads(sent_line(answer))
+    assert back["id"] == "k" and back["stdout"] == "hello\n"
+    assert 0 < back["truncated_bytes"] == 8 * 1024 * 1024 - len(back["stderr"])
+
+
+def test_a_huge_request_id_is_not_echoed(workdir: Path) -> None:
+    line = json.dumps({"id": "x" * (40 << 20), "op": "ping"}).encode()
+    answer, _ = tool_runner.handle_request(line, workdir)
+    assert answer["id"] is None and "too large" in answer["error"]
+    assert len(sent_line(answer)) <= tool_runner.ANSWER_CAP_BYTES
+
+
+def test_an_answer_that_cannot_be_trimmed_becomes_an_error_line() -> None:
+    line = sent_line({"id": 3, "error": "\x01" * (8 << 20)})
+    assert len(line) <= tool_runner.ANSWER_CAP_BYTES
+    assert json.loads(line)["id"] == 3 and "over the 33554432-byte cap" in json.loads(line)["error"]
+
+
+def test_a_tool_answer_over_the_cap_is_cut_with_leafs_note(runner: RunnerClient) -> None:
+    name = "é" * 17_000_000  # 34 MB in the request, 34 MB of observation: over the 32 MiB answer cap
+    runner.send_line(json.dumps({"id": 1, "op": "tool", "name": name}, ensure_ascii=False).encode())
+    line = runner.proc.stdout.readline()
+    assert len(line) <= 32 * 1024 * 1024
+    output = json.loads(line)["output"]
+    kept, note = output.rsplit("\n", 1)
+    assert kept.startswith("Unknown tool: éé")
+    assert note == f"[truncated {len('Unknown tool: ') + len(name) - len(kept)} chars]"
+
+
+def test_a_request_line_over_the_cap_is_refused_and_skipped(runner: RunnerClient) -> None:
+    padding = b"x" * (64 * 1024 * 1024)
+    runner.send_line(b'{"id": 1, "op": "ping", "pad": "' + padding + b'"}')
+    assert runner.receive() == {"id": None, "error": "request line longer than 67108864 bytes"}
+    runner.send_line(b"\xff\xfe not UTF-8")
+    assert runner.receive()["error"].startswith("request is not valid JSON")
+    runner.send_line(b"[" * 200_000)
+    assert runner.receive()["error"].startswith("request is not valid JSON")
+    runner.send_line(b'{"id": 5, "op": "' + b"y" * 1_000_000 + b'"}')
+    unknown = runner.receive()
+    assert unknown["id"] == 5 and len(unknown["error"]) < 1000
+    assert runner.request("ping")["ok"] is True
+
+
+def test_protocol_on_passed_fds_is_out_of_reach_of_every_process_inside(workdir: Path) -> None:
+    # As a host can run it: the pipes passed as fds >= 3, which bubblewrap's PID-1 reaper does not keep.
+    requests_read, requests_write = os.pipe()
+    answers_read, answers_write = os.pipe()
+    argv = [*MINIMAL_LOGIN[:-1], "--unshare-pid", "--proc", "/proc", "--", sys.executable, "-u", str(RUNNER),
+            "--workdir", str(workdir), "--request-fd", str(requests_read), "--answer-fd", str(answers_write)]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            pass_fds=(requests_read, answers_write), env={**os.environ, "HOME": str(workdir)})
+    os.close(requests_read)
+    os.close(answers_write)
+    with os.fdopen(requests_write, "wb", buffering=0) as requests, os.fdopen(answers_read, "rb") as answers:
+        try:
+            assert json.loads(answers.readline())["ready"] is True
+            forge = ("for p in /proc/[0-9]*; do for f in 0 1 2 3 4 5 6 7 8 9; do "
+                     """printf '{"id": 1, "output": "FORGED"}\\n' > $p/fd/$f 2>/dev/null && echo WROTE $p/fd/$f; """
+                     "done; done; echo done")
+            requests.write(json.dumps({"id": 1, "op": "tool", "name": "Bash", "arguments": {"command": forge}}).encode()
+                           + b"\n")
+            answer = json.loads(answers.readline())
+            requests.write(b'{"id": 2, "op": "ping"}\n')
+            assert json.loads(answers.readline()) == {"id": 2, "ok": True}
+        finally:
+            proc.kill()
+            proc.wait()
+    # Every answer was genuine and in order: the writes that succeeded reached bash's own pipes and the reaper's
+    # /dev/null, never the runner's fds.
+    assert answer["id"] == 1 and answer["output"].startswith("Exit code: 0\nSTDOUT:\n")
+    assert "done" in answer["output"] and "WROTE /proc/2/" not in answer["output"]
+
+
+def test_commands_are_the_oom_killers_first_choice_and_the_runner_is_not(workdir: Path) -> None:
+    # Raising oom_score_adj needs no privilege (lowering does, and our machines' root lacks CAP_SYS_RESOURCE):
+    # every command goes to 1000, the runner keeps its own value (300 here), so a hog dies before the runner.
+    launch = ["sh", "-c", 'echo 300 > /proc/self/oom_score_adj && exec "$0" "$@"']
+    client = RunnerClient(workdir, [*MINIMAL_LOGIN, *launch, sys.executable, "-u", str(RUNNER), "--workdir",
+                                    str(workdir)])
+    try:
+        probe = "cat /proc/self/oom_score_adj /proc/$PPID/oom_score_adj"
+        assert client.tool("Bash", {"command": probe}) == "Exit code: 0\nSTDOUT:\n1000\n300\n\nSTDERR:\n"
+        assert client.request("exec", command=probe, timeout=30)["stdout"] == "1000\n300\n"
+    finally:
+        client.close()
+
+
 # ------------------------------------------------------------------------------------------- schemas
 
 
@@ -514,4 +737,4 @@ def test_leaf_tool_schemas_match_leaf() -> None:
         "Bash": {"command": "string", "description": "string", "timeout": "number"},
     }
     assert leaf_tools.TOOL_RUNNER_PATH == RUNNER
-    assert leaf_tools.RUNNER_VERSION == "1"
+    assert leaf_tools.RUNNER_VERSION == "2"
