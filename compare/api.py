@@ -10,12 +10,15 @@ an entry is served without touching the file while the file is unchanged on disk
 file and its WAL), and after a change it is checked once against the run's `updated_at`.
 Errors are JSON `{"detail": ...}`: 404 unknown run/arm/episode/scenario, 422 bad parameters (FastAPI's shape,
 our own checks included), 409 unfair comparison or busy ledger on a write, 401/403 writes without the right
-token, 503 ledger unreadable (busy, missing, newer schema). Never a 500 by design."""
+token (refused before any byte of the body is read), 413 a write's body over WRITE_BODY_MAX_BYTES, 503 ledger
+unreadable (busy, missing, newer schema). Never a 500 by design."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import re
 import secrets
 import threading
 from collections import OrderedDict
@@ -28,8 +31,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Query
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pydantic import BaseModel, ConfigDict, Field
 
 from compare.ledger import (
@@ -41,15 +49,16 @@ from compare.ledger import (
     SecretInLedger,
     connect_read_only,
 )
-from compare.reprice import PriceSheet
+from compare.reprice import SCENARIO_NAME, PriceSheet
 from compare.spec import Prices
 from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from compare.summary import SummaryError, dumps
+from compare.trajectory_files import read_trajectory
 
 API_TOKEN_ENV = "LEAFCOST_API_TOKEN"
 MAX_RESAMPLES = 10_000  # the bootstrap's counts are resamples × tasks integers: bounded so no request exhausts memory
 CACHE_ENTRIES = 128
-TRAJECTORY_MAX_BYTES = 64 * 2**20
+WRITE_BODY_MAX_BYTES = 2**20  # a price sheet is a few hundred bytes; nothing bigger is read into memory
 JSON = "application/json"
 
 
@@ -139,6 +148,8 @@ class LeaseDetail(_Open):
     saturation_tokens_per_sec: float | None
     saturation_source: str | None
     busy_seconds: float | None
+    busy_counter: str | None = None  # which SGLang counter gave the busy seconds (its name changed in 0.5.11)
+    busy_counter_reason: str | None = None
     weights: dict[str, Any]
     open: bool
     utilization_reason: str | None = None
@@ -164,6 +175,10 @@ class ArmSummary(_Open):
     harness_error_rate: float | None
     infra_error_rate: float | None
     parser_misconfigured_rate: float | None
+    configuration_error_rate: float | None
+    task_error_rate: float | None
+    prompt_source: Literal["leafcost", "leaf-checkout"] | None  # None: the oracle sends no prompt
+    leaf_commit: str | None = None
     cost_usd: CostParts
     cost_per_resolved_attempt: Estimate
     cost_per_resolved_task: Estimate
@@ -386,6 +401,23 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(LedgerError, lambda _, exc: _error_body(503, str(exc)))
     app.add_exception_handler(duckdb.Error, lambda _, exc: _error_body(503, f"the ledger could not be read: {exc}"))
     app.add_exception_handler(SummaryError, lambda _, exc: _error_body(422, _detail_list(str(exc))))
+    app.add_exception_handler(RequestValidationError, _validation_error)
+
+
+def _validation_error(_, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's own 422 body, with a NaN or infinity among the echoed inputs spelled as text: JSON has no such
+    numbers, and a 422 that cannot be encoded would become a 500."""
+    return _error_body(422, _finite(jsonable_encoder(exc.errors())))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # 'nan', 'inf', '-inf'
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _detail_list(message: str) -> list[dict[str, Any]]:
@@ -702,6 +734,7 @@ def create_app(db_path: Path | str, *, api_token: str | None = None,
     app.include_router(_ledger_routes(access))
     app.include_router(_figure_routes(access, figures))
     app.include_router(_write_routes(access, api_token or None))
+    app.add_middleware(WriteGuard, token=api_token or None)
     for router in extra_routers:
         app.include_router(router)
     return app
@@ -839,26 +872,104 @@ def _figure_routes(access: LedgerAccess, figures: Figures) -> APIRouter:
     return router
 
 
+WRITE_PATH = re.compile(r"/runs/[^/]+/scenarios")  # the one route with a body (its {run_id} matches [^/]+)
+
+
+def token_refusal(token: str | None, authorization: str | None) -> ApiError | None:
+    """Why a write with this Authorization header is refused (403 writes disabled, 401 wrong or missing bearer
+    token), or None. The header is read as HTTPBearer reads it."""
+    if token is None:
+        return ApiError(403, f"writes are disabled: set {API_TOKEN_ENV} where the server runs")
+    scheme, given = get_authorization_scheme_param(authorization)
+    if scheme.lower() != "bearer" or not secrets.compare_digest(given.encode(), token.encode()):
+        return ApiError(401, "a valid bearer token is required (Authorization: Bearer ...)")
+    return None
+
+
+class WriteGuard:
+    """ASGI middleware in front of the write route: the token is checked before a byte of the body is read, and
+    the body is read only up to WRITE_BODY_MAX_BYTES (413 beyond). FastAPI reads a body in full before it runs a
+    route's dependencies, so neither check can live in the route itself."""
+
+    def __init__(self, app: ASGIApp, token: str | None, max_bytes: int = WRITE_BODY_MAX_BYTES):
+        self.app, self.token, self.max_bytes = app, token, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not WRITE_PATH.fullmatch(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        refusal = token_refusal(self.token, headers.get("authorization"))
+        if refusal is None and _declared_length(headers) > self.max_bytes:
+            refusal = self._too_large()
+        if refusal is not None:
+            await _error_body(refusal.status_code, refusal.detail)(scope, receive, send)
+            return
+        body = await self._read_capped(receive)
+        if body is None:
+            too_large = self._too_large()
+            await _error_body(too_large.status_code, too_large.detail)(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _too_large(self) -> ApiError:
+        return ApiError(413, f"the body is larger than {self.max_bytes:,} bytes (a price sheet is a few hundred)")
+
+    async def _read_capped(self, receive: Receive) -> bytes | None:
+        """The whole body, or None as soon as it exceeds the cap (a chunked body declares no length)."""
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(chunks)  # the client left; the route sees what came
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                return None
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+def _declared_length(headers: Headers) -> int:
+    length = headers.get("content-length", "")
+    return int(length) if length.isdigit() else 0  # the server refuses a malformed length before we run
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body already read, then whatever the connection says next (its disconnect)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+    return replayed
+
+
 def _write_routes(access: LedgerAccess, token: str | None) -> APIRouter:
     router = APIRouter(tags=["scenarios"])
     bearer = HTTPBearer(auto_error=False, description=f"the server's {API_TOKEN_ENV}")
 
     def authorized(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        if token is None:
-            raise ApiError(403, f"writes are disabled: set {API_TOKEN_ENV} where the server runs")
-        given = credentials.credentials if credentials is not None else ""
-        if not secrets.compare_digest(given.encode(), token.encode()):
-            raise ApiError(401, "a valid bearer token is required (Authorization: Bearer ...)")
+        # WriteGuard refused a wrong token already; checked again here so the route never relies on middleware
+        header = f"{credentials.scheme} {credentials.credentials}" if credentials is not None else None
+        refusal = token_refusal(token, header)
+        if refusal is not None:
+            raise refusal
 
     @router.post("/runs/{run_id}/scenarios", response_model=SummaryDocument, dependencies=[Depends(authorized)],
                  responses={**NOT_FOUND, **BUSY,
                             400: {"model": ErrorDetail, "description": "the body cannot be parsed (not UTF-8 JSON)"},
                             401: {"model": ErrorDetail, "description": "missing or wrong bearer token"},
                             403: {"model": ErrorDetail, "description": f"writes disabled: no {API_TOKEN_ENV}"},
-                            409: {"model": ErrorDetail, "description": "the ledger is busy (a run writes it)"}},
+                            409: {"model": ErrorDetail, "description": "the ledger is busy (a run writes it)"},
+                            413: {"model": ErrorDetail,
+                                  "description": f"the body is larger than {WRITE_BODY_MAX_BYTES:,} bytes"}},
                  summary="Reprice a run under another price sheet and store it as a named scenario")
     def create_scenario(run_id: str, sheet: PriceSheet,
-                        name: str | None = Query(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
+                        name: str | None = Query(None, pattern=SCENARIO_NAME,
                                                  description="the scenario's name (default: the sheet's)"),
                         resamples: Resamples = DEFAULT_RESAMPLES, seed: Seed = DEFAULT_SEED) -> Response:
         from compare.reprice import overrides_for, sheet_summary
@@ -978,31 +1089,6 @@ def _price_sheet(arm) -> ArmPriceSheet:
     elif isinstance(arm, LocalArm):
         sheet.update(source="lease", usd_per_hour=arm.machine_usd_per_hour)
     return ArmPriceSheet(**sheet)
-
-
-def read_trajectory(db_path: Path, stored: str | None) -> tuple[dict[str, Any] | None, str | None]:
-    """The attempt's trajectory JSON, or None and why. Only files under the ledger's `trajectories/` folder are
-    read (where the runner writes them), so a crafted ledger cannot make the server read anything else."""
-    if not stored:
-        return None, "no trajectory recorded for this attempt"
-    root = (db_path.resolve().parent / "trajectories")
-    path = Path(stored) if Path(stored).is_absolute() else db_path.resolve().parent / stored
-    try:
-        path = path.resolve()
-        if not path.is_relative_to(root):
-            return None, f"{stored}: not under the ledger's trajectories folder ({root}); not served"
-        if not path.is_file():
-            return None, f"{path}: the trajectory file is missing"
-        if path.stat().st_size > TRAJECTORY_MAX_BYTES:
-            return None, f"{path}: larger than {TRAJECTORY_MAX_BYTES // 2**20} MB; read the file directly"
-        document = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        return None, f"{path}: cannot be read as JSON: {exc}"
-    if not isinstance(document, dict):
-        return None, f"{path}: not a trajectory (a JSON {type(document).__name__})"
-    return document, None
-
-
 
 
 def _loads(text: str | None) -> Any:

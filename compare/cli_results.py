@@ -95,14 +95,14 @@ def reprice(
     """Recompute every cost of a run under other prices (the recorded facts stay as they are) and store the
     result as a named scenario: `leafcost summary RUN_ID --scenario NAME` shows it again."""
     from compare.ledger import Ledger, LedgerError, default_db_path
-    from compare.reprice import load_price_sheet, overrides_for, sheet_summary
+    from compare.reprice import check_scenario_name, load_price_sheet, overrides_for, sheet_summary
     from compare.summary import SummaryError, load_run, summarize
 
-    try:
+    try:  # every price is checked before the ledger is opened: a refused sheet stores nothing
         sheet = load_price_sheet(prices)
+        scenario = check_scenario_name(name or sheet.name or prices.stem)
     except SummaryError as exc:
         fail(str(exc), 2)
-    scenario = name or sheet.name or prices.stem
     try:
         ledger = Ledger.open(db or default_db_path())
     except LedgerError as exc:
@@ -113,7 +113,7 @@ def reprice(
         overrides = overrides_for(conn, run_id, run.spec(), sheet, scenario)
         document = summarize(conn, run_id, resamples=resamples, seed=seed, overrides=overrides)
         asyncio.run(ledger.save_scenario(run_id, scenario, sheet_summary(sheet), document))
-    except SummaryError as exc:
+    except (SummaryError, LedgerError) as exc:  # LedgerError: a key in the sheet, or a run writing the file
         fail(str(exc), 2)
     finally:
         ledger.close()

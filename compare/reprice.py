@@ -1,9 +1,12 @@
 """What-if repricing of a finished run: the recorded tokens, leases and sandbox seconds under another price sheet
 (another router, another GPU price, spot instead of on-demand), without touching the recorded facts. The
-result is a summary document like `leafcost summary`'s, stored in the ledger as a named scenario."""
+result is a summary document like `leafcost summary`'s, stored in the ledger as a named scenario. The price
+sheet's model bounds every price (finite, not negative, at most the run spec's own maxima), so the CLI and the
+API refuse the same sheets with the same field names."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +14,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from compare.pricing import explicit_cost_arrays, litellm_prices, litellm_revision
-from compare.spec import (LocalArm, Prices, RouterArm, RunSpec, SglangArm, SpecError, read_yaml,
-                          validate_mapping)
+from compare.spec import (MAX_USD_PER_HOUR, MAX_USD_PER_VCPU_HOUR, LocalArm, Prices, RouterArm, RunSpec,
+                          SglangArm, SpecError, read_yaml, validate_mapping)
 from compare.summary import PriceOverrides, SummaryError
+
+SCENARIO_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN and infinities are refused by name here: past this model they overflow sums or make JSON unencodable.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ArmPrices(_Strict):
@@ -26,7 +32,8 @@ class ArmPrices(_Strict):
 
     prices: Prices | None = None
     litellm_model: str | None = None
-    usd_per_hour: float | None = Field(None, gt=0)
+    usd_per_hour: float | None = Field(None, gt=0, le=MAX_USD_PER_HOUR,
+                                       description="USD per GPU-hour (SGLang) or per machine-hour (local arm)")
 
     @model_validator(mode="after")
     def _one_kind(self) -> ArmPrices:
@@ -38,17 +45,26 @@ class ArmPrices(_Strict):
 
 
 class PriceSheet(_Strict):
-    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-    sandbox_usd_per_vcpu_hour: float | None = Field(None, ge=0)
+    name: str | None = Field(None, pattern=SCENARIO_NAME)
+    sandbox_usd_per_vcpu_hour: float | None = Field(None, ge=0, le=MAX_USD_PER_VCPU_HOUR)
     arms: dict[str, ArmPrices] = Field(default_factory=dict)
 
 
 def load_price_sheet(path: Path | str) -> PriceSheet:
+    """The YAML sheet at `path`, or a SummaryError of one line naming every wrong field."""
     try:
         return validate_mapping(PriceSheet, read_yaml(path), str(path),
                                 "a price sheet is a mapping (name, sandbox_usd_per_vcpu_hour, arms)")
     except SpecError as exc:
-        raise SummaryError(str(exc)) from None
+        raise SummaryError(" ".join(str(exc).split())) from None  # YAML's own messages span lines
+
+
+def check_scenario_name(name: str) -> str:
+    """`name` if it can name a scenario (the rule of the sheet's `name` and of the API's), else a SummaryError."""
+    if not re.fullmatch(SCENARIO_NAME, name):
+        raise SummaryError(f"scenario name {name!r}: letters, digits, '_', '.' and '-' only, at most 63, starting "
+                           "with a letter or digit (set it with --name)")
+    return name
 
 
 def overrides_for(conn, run_id: str, spec: RunSpec, sheet: PriceSheet, name: str) -> PriceOverrides:

@@ -1,7 +1,8 @@
 """The web page `leafcost serve` shows at `/`: the run list, a run's page (one row per arm with its error bars,
 the cost-vs-resolve-rate chart with the Pareto frontier, the cost breakdown, the break-even panel and the
 episode table) and an episode's trajectory. Rendered on the server from the same documents the API serves
-(compare.summary, compare.breakeven): no JavaScript, nothing fetched from elsewhere, so it works offline."""
+(compare.summary, compare.breakeven) and the trajectory files it serves (compare.trajectory_files: the same
+folder, no symlinks, the same size cap): no JavaScript, nothing fetched from elsewhere, so it works offline."""
 
 from __future__ import annotations
 
@@ -12,16 +13,19 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
 from compare.api import LedgerAccess
 from compare.breakeven import breakeven
-from compare.ledger import LedgerBusy, LedgerError, fetch_rows
+from compare.ledger import LedgerError, fetch_rows
 from compare.summary import SummaryError, summarize
+from compare.trajectory_files import read_trajectory
 from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg
 
 EPISODES_PER_PAGE = 100
+MAX_OFFSET = 2**31 - 1  # as the API's episode listing: the ledger's OFFSET is a 64-bit integer
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1280px;color:#1d2430;padding:0 16px}
@@ -70,7 +74,7 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
         return _page("leafcost runs", body)
 
     @router.get("/run/{run_id}", response_class=HTMLResponse)
-    def run_page(run_id: str, arm: str | None = None, offset: int = Query(0, ge=0)) -> str:
+    def run_page(run_id: str, arm: str | None = None, offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> str:
         document = _or_404(lambda: summary_of(run_id))
         episodes, total = read(lambda conn: _episodes(conn, run_id, arm, offset))
         body = (f"<h1>Run {escape(run_id)}</h1><p class=note>status {escape(str(document.get('run_status')))}, "
@@ -90,7 +94,8 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
         row, calls = read(lambda conn: _episode(conn, run_id, episode_id))
         if row is None:
             raise HTTPException(404, f"run {run_id} has no episode {episode_id!r}")
-        return _page(f"leafcost {episode_id}", _trajectory(run_id, row, calls))
+        trajectory, reason = read_trajectory(access.path, row.get("trajectory_path"))
+        return _page(f"leafcost {episode_id}", _trajectory(run_id, row, calls, trajectory, reason))
 
     return router
 
@@ -99,10 +104,10 @@ def _read(access: LedgerAccess, compute: Callable[[Any], Any]) -> Any:
     try:
         with access.reading() as conn:
             return compute(conn)
-    except LedgerBusy as exc:
+    except LedgerError as exc:  # busy, missing, corrupt or newer: the server's state, as the API answers it
         raise HTTPException(503, str(exc)) from None
-    except LedgerError as exc:
-        raise HTTPException(404, str(exc)) from None
+    except duckdb.Error as exc:
+        raise HTTPException(503, f"the ledger could not be read: {exc}") from None
 
 
 def _or_404(compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -249,41 +254,58 @@ def _episode(conn, run_id: str, episode_id: str) -> tuple[dict[str, Any] | None,
     return rows[0], {c["step"]: c for c in calls}
 
 
-def _trajectory(run_id: str, row: dict[str, Any], calls: dict[int, dict[str, Any]]) -> str:
+def _trajectory(run_id: str, row: dict[str, Any], calls: dict[int, dict[str, Any]],
+                trajectory: dict[str, Any] | None, reason: str | None) -> str:
+    """The attempt's steps. The file is only as trustworthy as whoever wrote it: every field is read as
+    optional and of any type, so an odd file renders partly instead of failing the page."""
     head = (f"<h1>{escape(row['task_id'])} · {escape(row['arm'])} · seed {row['seed']} · attempt "
             f"{row['attempt']}</h1><p class=note><a href=\"/run/{escape(run_id)}\">back to the run</a> · "
             f"resolved: {'yes' if row['resolved'] else 'no'} · exit: {escape(str(row['exit_reason']))} · "
             f"{row['n_steps'] or 0} steps</p>")
-    path = row.get("trajectory_path")
-    try:
-        trajectory = json.loads(Path(path).read_text()) if path else None
-    except (OSError, ValueError):
-        trajectory = None
     if trajectory is None:
-        return head + f"<p class=note>No trajectory file ({escape(str(path))}).</p>"
+        return head + f"<p class=note>No trajectory shown: {escape(str(reason))}</p>"
     parts = [head]
-    task = next((m for m in trajectory.get("messages", []) if m.get("role") == "user"), None)
+    task = next((m for m in _list(trajectory.get("messages")) if _dict(m).get("role") == "user"), None)
     if task is not None:
         parts.append(f"<h2>Task</h2><pre>{escape(_text(task.get('content')))}</pre>")
-    for step in trajectory.get("steps", []):
-        number = step.get("step", 0)
-        usage = step.get("usage") or {}
-        call = calls.get(number, {})
-        assistant = step.get("assistant") or {}
-        tools = "".join(f"<pre>→ {escape(c['function']['name'])} {escape(_text(c['function']['arguments']))}</pre>"
-                        for c in assistant.get("tool_calls") or [])
-        observations = "".join(f"<pre>{escape(_text(o.get('content') if isinstance(o, dict) else o))}</pre>"
-                               for o in step.get("observations") or [])
-        parts.append(
-            f"<div class=step><b>step {number}</b> <span class=note>{usage.get('prompt_tokens', 0):,} prompt "
-            f"({usage.get('cached_tokens', 0):,} cached) + {usage.get('completion_tokens', 0):,} output tokens, "
-            f"{call.get('calls', 0)} call(s), cost {_opt_money(call.get('cost_usd'))}, "
-            f"{step.get('latency_sec') or 0:.1f} s</span>"
+    parts += [_step(_dict(step), calls) for step in _list(trajectory.get("steps"))]
+    patch = trajectory.get("output_patch")
+    if patch:
+        parts.append(f"<h2>Patch</h2><pre>{escape(patch if isinstance(patch, str) else _text(patch))}</pre>")
+    return "".join(parts)
+
+
+def _step(step: dict[str, Any], calls: dict[int, dict[str, Any]]) -> str:
+    number = step.get("step", 0)
+    usage = _dict(step.get("usage"))
+    call = calls.get(number, {}) if isinstance(number, int) else {}
+    assistant = _dict(step.get("assistant"))
+    functions = [_dict(_dict(c).get("function")) for c in _list(assistant.get("tool_calls"))]
+    tools = "".join(f"<pre>→ {escape(_text(f.get('name')))} {escape(_text(f.get('arguments')))}</pre>"
+                    for f in functions)
+    observations = "".join(f"<pre>{escape(_text(o.get('content') if isinstance(o, dict) else o))}</pre>"
+                           for o in _list(step.get("observations")))
+    return (f"<div class=step><b>step {escape(_text(number))}</b> <span class=note>"
+            f"{_count(usage.get('prompt_tokens')):,} prompt ({_count(usage.get('cached_tokens')):,} cached) + "
+            f"{_count(usage.get('completion_tokens')):,} output tokens, {call.get('calls', 0)} call(s), cost "
+            f"{_opt_money(call.get('cost_usd'))}, {_count(step.get('latency_sec')):.1f} s</span>"
             + (f"<pre>{escape(_text(assistant.get('content')))}</pre>" if assistant.get("content") else "")
             + tools + (f"<div class=note>observations</div>{observations}" if observations else "") + "</div>")
-    if trajectory.get("output_patch"):
-        parts.append(f"<h2>Patch</h2><pre>{escape(trajectory['output_patch'])}</pre>")
-    return "".join(parts)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _count(value: Any) -> float:
+    """A number from the file, or 0 for anything else (a string, null, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    return value
 
 
 def _text(value: Any, limit: int = 4000) -> str:

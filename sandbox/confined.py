@@ -23,7 +23,12 @@ class ConfinementError(OSError):
 def directory(root: Path, relative: str | PurePosixPath = "", *, create: bool = False) -> Iterator[int]:
     """An fd of `root/relative`, reached without following any symlink; missing directories are made on the way
     when `create`. `root` itself is ours (the caller made it); everything below it may be hostile."""
-    fd = os.open(root, _DIR_FLAGS)
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ConfinementError(f"{root} is a symlink or not a directory; not followed") from None
+        raise
     try:
         for part in _parts(relative):
             parent, fd = fd, -1  # _step closes the parent whatever happens
@@ -69,11 +74,17 @@ def copy_in(source: Path, root: Path, destination: str | PurePosixPath) -> None:
         _copy_entry(source, fd, parts[-1])
 
 
-def read_capped(directory_path: Path, name: str, limit: int = 1 << 20) -> bytes:
-    """A regular file of a directory the host owns, written by code we do not trust: no symlink, FIFO or device
-    is followed or opened for reading, and at most `limit` bytes are read."""
-    with directory(directory_path) as dir_fd:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+def read_capped(root: Path, relative: str | PurePosixPath, limit: int = 1 << 20) -> bytes:
+    """A regular file beneath `root` written by code we do not trust: no symlink is followed on the way or at the
+    end, no FIFO or device is read (O_NONBLOCK: opening a FIFO never hangs), and at most `limit` bytes are read."""
+    *parents, name = _parts(relative) or [""]
+    with directory(root, PurePosixPath(*parents) if parents else "") as dir_fd:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ConfinementError(f"{name} is a symlink; not followed") from None
+            raise
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # fstat of what we opened: nothing left to race
             raise ConfinementError(f"{name} is not a regular file")

@@ -20,7 +20,8 @@ import duckdb
 import pytest
 from fastapi.testclient import TestClient
 
-from compare.api import create_app, read_trajectory
+from compare.api import create_app
+from compare.trajectory_files import read_trajectory
 from compare.ledger import MIGRATIONS, SCHEMA_VERSION, migrate
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")

@@ -65,7 +65,13 @@ def test_read_capped_refuses_links_and_fifos_and_caps(tmp_path):
     os.symlink("/etc/hostname", tmp_path / "link")
     os.mkfifo(tmp_path / "fifo")
     assert confined.read_capped(tmp_path, "big", limit=100) == b"x" * 100
-    with pytest.raises(OSError):
+    with pytest.raises(confined.ConfinementError, match="symlink"):
         confined.read_capped(tmp_path, "link")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "f").write_text("inside")
+    os.symlink(tmp_path / "sub", tmp_path / "sub-link")
+    assert confined.read_capped(tmp_path, "sub/f") == b"inside"
+    with pytest.raises(confined.ConfinementError, match="'sub-link' is a symlink"):
+        confined.read_capped(tmp_path, "sub-link/f")
     with pytest.raises(confined.ConfinementError, match="not a regular file"):
         confined.read_capped(tmp_path, "fifo")
