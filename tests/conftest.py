@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import textwrap
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -166,3 +173,31 @@ def _write_calc_task(path: Path, body: str) -> None:
     for name, text in files.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
+
+
+@contextmanager
+def leafcost_serve(db: Path, log: Path, env: dict[str, str] | None = None, cwd: Path | None = None):
+    """`leafcost serve` on the ledger `db` at a free loopback port, its output in `log`; yields the base URL once
+    /health answers, and stops the server after."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    leafcost = Path(sys.executable).with_name("leafcost")
+    with open(log, "wb") as out:
+        server = subprocess.Popen([str(leafcost), "serve", "--db", str(db), "--port", str(port)],
+                                  env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "leafcost serve did not answer within 60 s"
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=20)

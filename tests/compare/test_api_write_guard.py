@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from compare.api import WRITE_BODY_MAX_BYTES, create_app
+from conftest import leafcost_serve
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 TOKEN = "test-write-guard-token-0001"
@@ -30,26 +27,9 @@ ANSWER_WITHIN_SEC = 60  # a generous bound: only a server that waits for the bod
 @pytest.fixture(scope="module")
 def served(four_arm_run, tmp_path_factory):
     db, run_id = four_arm_run
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     log = tmp_path_factory.mktemp("guard") / "serve.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([str(LEAFCOST), "serve", "--db", str(db), "--port", str(port)],
-                                  env={**os.environ, "LEAFCOST_API_TOKEN": TOKEN}, stdout=out,
-                                  stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        assert server.poll() is None, log.read_text()[-2000:]
-        assert time.monotonic() < deadline, "leafcost serve did not answer within 60 s"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                break
-        except OSError:
-            time.sleep(0.2)
-    yield port, run_id
-    server.terminate()
-    server.wait(timeout=20)
+    with leafcost_serve(db, log, env={"LEAFCOST_API_TOKEN": TOKEN}) as base:
+        yield int(base.rpartition(":")[2]), run_id
 
 
 def post_partially(port: int, path: str, announced: int, headers: dict[str, str]) -> tuple[int, dict]:

@@ -7,12 +7,14 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from adapters.litellm_proxy import free_port
+from conftest import leafcost_serve
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 
@@ -73,26 +75,10 @@ def test_demo_runs_oracle_local_model_and_a_real_router_and_names_the_missing_ro
     document = json.loads(compared.stdout)
     assert document["comparable"] and document["shared_tasks"] == 12 and document["mcnemar"] is not None
     # `leafcost serve` after the demo shows the demo run on the page.
-    port = free_port()
-    server = subprocess.Popen([str(LEAFCOST), "serve", "--db", str(db), "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    try:
-        import time
-        import urllib.request
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as answer:
-                    page = answer.read().decode()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "leafcost serve did not start"
-                time.sleep(0.3)
+    with leafcost_serve(db, tmp_path / "serve.log", cwd=tmp_path) as base:
+        with urllib.request.urlopen(f"{base}/", timeout=60) as answer:
+            page = answer.read().decode()
         assert f'href="/run/{run_id}"' in page
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/run/{run_id}", timeout=60) as answer:
+        with urllib.request.urlopen(f"{base}/run/{run_id}", timeout=60) as answer:
             run_page = answer.read().decode()
         assert all(f'data-arm="{arm}"' in run_page for arm in ("oracle", "local-smol", "router-smol"))
-    finally:
-        server.terminate()
-        server.wait(timeout=20)

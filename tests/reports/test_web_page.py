@@ -5,43 +5,23 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import leafcost_serve
 
-LEAFCOST = Path(sys.executable).with_name("leafcost")
 CELLS = ["avg_at_k", "cost_per_resolved_attempt", "cost_per_resolved_task", "total", "tokens", "gpu", "sandbox"]
 
 
 @pytest.fixture(scope="module")
 def served(four_arm_run, tmp_path_factory):
     db, run_id = four_arm_run
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([str(LEAFCOST), "serve", "--db", str(db), "--port", str(port)], stdout=out,
-                                  stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        assert server.poll() is None, log.read_text()[-2000:]
-        assert time.monotonic() < deadline, "leafcost serve did not answer within 60 s"
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2):
-                break
-        except OSError:
-            time.sleep(0.2)
-    yield base, run_id
-    server.terminate()
-    server.wait(timeout=20)
+    with leafcost_serve(db, tmp_path_factory.mktemp("serve") / "serve.log") as base:
+        yield base, run_id
 
 
 def chromium(*args: str) -> subprocess.CompletedProcess:
