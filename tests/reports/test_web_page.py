@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import urllib.request
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from conftest import leafcost_serve
