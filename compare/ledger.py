@@ -380,17 +380,18 @@ class Ledger:
                 [_utc(at), ids]).fetchall())
         return await self._write("heartbeat_leases", apply)
 
-    async def close_orphan_leases(self, run_id: str) -> int:
-        """Closes the run's open leases whose owner is gone, at their last heartbeat (started_at when none), so a
-        killed process's lease stops costing. Every open lease not opened through this Ledger is such an orphan:
-        DuckDB lets no other process open the file while this one holds it. Returns how many were closed."""
+    async def close_orphan_leases(self, run_id: str | None = None) -> int:
+        """Closes the open leases (of one run, or of every run) whose owner is gone, at their last heartbeat
+        (started_at when none), so a killed process's lease stops costing. Every open lease not opened through
+        this Ledger is such an orphan: DuckDB lets no other process open the file while this one holds it, and
+        one process opens it once. Returns how many were closed."""
         held = sorted(self._held_leases)
 
         def apply(batch: _Batch) -> int:
             return len(batch.execute(
                 "UPDATE gpu_leases SET ended_at = greatest(started_at, coalesce(heartbeat_at, started_at)) "
-                "WHERE run_id = ? AND ended_at IS NULL AND NOT list_contains(?::BIGINT[], lease_id) "
-                "RETURNING lease_id", [run_id, held]).fetchall())
+                "WHERE (? IS NULL OR run_id = ?) AND ended_at IS NULL AND NOT list_contains(?::BIGINT[], lease_id) "
+                "RETURNING lease_id", [run_id, run_id, held]).fetchall())
         return await self._write("close_orphan_leases", apply)
 
     async def record_sample(self, run_id: str, arm: str, sample: ServerSample) -> int:

@@ -192,15 +192,20 @@ class Runner:
             if interrupted:
                 self.warnings.append(f"{interrupted} episode(s) left running by the previous process were "
                                      "recorded as interrupted; their tokens stay in the ledger")
-            closed = await self.ledger.close_orphan_leases(self.run_id)
-            if closed:
-                self.warnings.append(f"{closed} lease(s) left open by the previous process were closed at their "
-                                     "last heartbeat")
+            await self._close_orphan_leases()
             await self.ledger.set_run_status(self.run_id, "running")
             return
+        await self._close_orphan_leases()
         await self.ledger.create_run(self.run_id, self.spec, spec_sha256=self.spec_sha256,
                                      task_ids=[t.task_id for t in tasks],
                                      sandbox_options=self.options.model_dump(mode="json"))
+
+    async def _close_orphan_leases(self) -> None:
+        """Leases a killed process left open (this run's or any other's) end at their last heartbeat."""
+        closed = await self.ledger.close_orphan_leases()
+        if closed:
+            self.warnings.append(f"{closed} lease(s) left open by killed leafcost processes were closed at their "
+                                 "last heartbeat")
 
     async def _start_arms(self, episodes_per_arm: int) -> None:
         """Every arm is probed before any episode: an unreachable endpoint or a missing key stops the run here."""

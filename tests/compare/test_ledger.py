@@ -711,6 +711,13 @@ def test_an_orphan_without_heartbeat_closes_at_its_start_and_other_runs_are_left
     closed, rows = run(next_writer())
     assert closed == 1 and rows == [{"run_id": "r1", "ended_at": T0}, {"run_id": "r2", "ended_at": None}]
 
+    async def any_run_start():  # a start of any run closes every orphan, whatever run it belongs to
+        async with Ledger.open(path) as ledger:
+            return await ledger.close_orphan_leases(), ledger.query("SELECT ended_at FROM gpu_leases")
+
+    closed, rows = run(any_run_start())
+    assert closed == 1 and rows == [{"ended_at": T0}, {"ended_at": T0}]
+
 
 def test_leases_left_open_before_heartbeats_existed_get_their_arms_last_activity_on_upgrade(tmp_path):
     path = tmp_path / "v5.duckdb"
