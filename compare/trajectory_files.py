@@ -28,7 +28,11 @@ def read_trajectory(db_path: Path | str, stored: str | None) -> tuple[dict[str, 
     path = (root.parent / stored).resolve()  # an absolute `stored` replaces root.parent
     if path == root or not path.is_relative_to(root):
         return None, f"{stored}: not under the ledger's trajectories folder ({root}); not served"
-    try:  # the sandbox's rule for files a run could have planted links among: nothing followed, FIFOs refused
+    too_large = f"{path}: larger than {TRAJECTORY_MAX_BYTES // 2**20} MB; read the file directly"
+    try:
+        if path.stat().st_size > TRAJECTORY_MAX_BYTES:  # refused before 64 MB is read; the read below still caps
+            return None, too_large
+        # the sandbox's rule for files a run could have planted links among: nothing followed, FIFOs refused
         raw = confined.read_capped(root, path.relative_to(root).as_posix(), TRAJECTORY_MAX_BYTES + 1)
     except FileNotFoundError:
         return None, f"{path}: the trajectory file is missing"
@@ -36,8 +40,8 @@ def read_trajectory(db_path: Path | str, stored: str | None) -> tuple[dict[str, 
         return None, f"{path}: {exc}; not served"
     except OSError as exc:
         return None, f"{path}: cannot be read: {exc.strerror or exc}"
-    if len(raw) > TRAJECTORY_MAX_BYTES:
-        return None, f"{path}: larger than {TRAJECTORY_MAX_BYTES // 2**20} MB; read the file directly"
+    if len(raw) > TRAJECTORY_MAX_BYTES:  # grew after the stat
+        return None, too_large
     try:
         document = json.loads(raw)
     except ValueError as exc:
