@@ -63,14 +63,14 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
     finally:
         await opened.stop()
     if not result.timed_out:
-        reward, error, detail = read_reward(verifier_dir)
+        reward, error, detail, document = read_reward(verifier_dir)
     else:
-        reward, error = None, GradeErrorKind.VERIFIER_TIMEOUT
+        reward, error, document = None, GradeErrorKind.VERIFIER_TIMEOUT, None
         detail = f"test.sh ran longer than verifier timeout_sec={task.config.verifier.timeout_sec:g}"
     tail = (result.stdout + "\n" + result.stderr).strip()[-2000:]
     grade = GradeResult(resolved=reward is not None and reward >= 1, reward=reward, error=error, detail=detail,
                         seconds=result.seconds, exit_code=result.exit_code, output_tail=tail)
-    return Verification(patch=patch, patch_error=patch_error, grade=grade, reward_document=_document(verifier_dir))
+    return Verification(patch=patch, patch_error=patch_error, grade=grade, reward_document=document)
 
 
 async def capture_patch(sandbox: LocalSandbox) -> tuple[str, str | None]:
@@ -103,22 +103,27 @@ async def _run_verifier(sandbox: LocalSandbox, task: Task) -> ExecResult:
     return result.model_copy(update={"seconds": time.monotonic() - started})
 
 
-def read_reward(verifier_dir: Path) -> tuple[float | None, str | None, str | None]:
-    """reward.json's `reward` key, else reward.txt; anything else is an error with its reason."""
+def read_reward(verifier_dir: Path) -> tuple[float | None, str | None, str | None, dict | None]:
+    """reward.json's `reward` key, else reward.txt; anything else is an error with its reason. Also reward.json
+    itself when it is a JSON object (SWE-bench's report lives there), read in the same pass."""
     names = set(_listing(verifier_dir))
     if "reward.json" in names:
+        kept = None
         try:
-            value = json.loads(confined.read_capped(verifier_dir, "reward.json").decode("utf-8"))["reward"]
+            document = json.loads(confined.read_capped(verifier_dir, "reward.json").decode("utf-8"))
+            kept = document if isinstance(document, dict) else None
+            value = document["reward"]
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
-            return None, GradeErrorKind.REWARD_INVALID, f"reward.json unreadable: {type(exc).__name__}: {exc}"
-        return _as_reward(value, "reward.json")
+            detail = f"reward.json unreadable: {type(exc).__name__}: {exc}"
+            return None, GradeErrorKind.REWARD_INVALID, detail, kept
+        return (*_as_reward(value, "reward.json"), kept)
     if "reward.txt" in names:
         try:
             text = confined.read_capped(verifier_dir, "reward.txt").decode("utf-8").strip()
         except (OSError, ValueError) as exc:
-            return None, GradeErrorKind.REWARD_INVALID, f"reward.txt unreadable: {exc}"
-        return _as_reward(text, "reward.txt")
-    return None, GradeErrorKind.REWARD_MISSING, "the verifier wrote neither reward.json nor reward.txt"
+            return None, GradeErrorKind.REWARD_INVALID, f"reward.txt unreadable: {exc}", None
+        return (*_as_reward(text, "reward.txt"), None)
+    return None, GradeErrorKind.REWARD_MISSING, "the verifier wrote neither reward.json nor reward.txt", None
 
 
 def _as_reward(value: object, source: str) -> tuple[float | None, str | None, str | None]:
@@ -129,14 +134,6 @@ def _as_reward(value: object, source: str) -> tuple[float | None, str | None, st
     if isinstance(value, bool) or not math.isfinite(reward):
         return None, GradeErrorKind.REWARD_INVALID, f"{source} holds {value!r}, not a finite number"
     return reward, None, None
-
-
-def _document(verifier_dir: Path) -> dict | None:
-    try:
-        document = json.loads(confined.read_capped(verifier_dir, "reward.json").decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return document if isinstance(document, dict) else None
 
 
 def _listing(directory: Path) -> list[str]:
