@@ -33,7 +33,7 @@ from compare.spec import parse_run_spec  # noqa: E402
 
 LEAF_NEEDS = 150 / 5.0  # steps/s of a 150-worker Leaf run when each model call takes 5 s
 TASK_FILES = {
-    "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[environment]\nmemory_mb = 512\n',
+    "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[environment]\nmemory_mb = 512\nallow_internet = false\n',
     "instruction.md": "# Nothing to do\nThis task exists to measure the harness.\n",
     "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\n",
     "environment/repo/README.md": "a trivial repository\n",

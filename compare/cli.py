@@ -249,6 +249,9 @@ def _validate(suite_name: str, workers: int, repos: Path | None, options, as_jso
     if not suite.tasks and not suite.errors:
         fail(f"suite {suite_name!r} has no tasks", 2)
     err = Console(stderr=True)
+    for task in suite.tasks:
+        for warning in task.warnings:
+            err.print(f"leafcost: warning: {warning}", markup=False, highlight=False)
     columns = (TextColumn("validating {task.fields[suite]}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[last]}"), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=as_json) as progress:

@@ -27,7 +27,7 @@ from compare.pricing import litellm_prices, litellm_revision, price_arm_call
 from compare.reconcile import Reconciliation, reconcile
 from compare.spec import OracleArm, RouterArm, RunSpec
 from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, load_suite, open_sandbox,
-                     remove_leftovers, run_oracle, verify)
+                     remove_leftovers, require_backend, run_oracle, verify)
 
 
 LEASE_HEARTBEAT_SEC = 15.0  # the most a killed run's lease can be under-billed
@@ -116,6 +116,10 @@ class Runner:
         except LeafCheckoutError as exc:
             raise RunError(str(exc)) from None
         self.spec_sha256 = run_spec_digest(self.spec, self.prompts)
+        try:
+            require_backend(self.options)  # a missing bubblewrap or engine refuses the run, not every episode
+        except SandboxError as exc:
+            raise RunError(str(exc)) from None
         leftovers = await asyncio.to_thread(remove_leftovers, self.options)
         if leftovers:
             self.warnings.append(f"removed {len(leftovers)} workspace(s), build(s), cgroup(s) or container(s) left "
@@ -179,6 +183,8 @@ class Runner:
             raise RunError(str(exc)) from None
         for error in suite.errors:
             self.warnings.append(f"task {error.task_id} skipped: {error.error}")
+        for task in suite.tasks:
+            self.warnings.extend(task.warnings)  # e.g. task.toml keys Harbor does not know, ignored
         return suite
 
     async def _record_run(self, tasks: list[Task]) -> None:

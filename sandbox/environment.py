@@ -126,7 +126,7 @@ def environment_key(task: Task, options: SandboxOptions) -> str:
     digest = hashlib.sha256()
     for part in (BUILD_FORMAT, options.base_root, json.dumps(sorted(options.extra_ro_binds)),
                  str(options.unsafe_no_isolation), str(task.environment.allow_internet),
-                 str(getattr(task.environment, "workdir", None))):
+                 str(task.environment.workdir)):
         digest.update(part.encode() + b"\0")
     digest.update(task.dockerfile.read_bytes())
     for path in sorted(p for p in task.build_context.rglob("*") if p.is_file() or p.is_symlink()):
@@ -221,14 +221,13 @@ def unsupported_locally(task: Task) -> list[str]:
     """What a task asks that a bubblewrap replay over the host cannot give, each naming its field."""
     config, env = task.config, task.environment
     reasons = []
-    if getattr(config.agent, "user", None) is not None:
+    if config.agent.user is not None:
         reasons.append("agent.user (everything runs as one unprivileged user)")
-    if getattr(config.verifier, "user", None) is not None:
+    if config.verifier.user is not None:
         reasons.append("verifier.user (everything runs as one unprivileged user)")
-    mode = getattr(config, "verifier_mode", None)
-    if mode is not None and str(getattr(mode, "value", mode)) == "separate":
+    if config.verifier_mode == "separate":
         reasons.append("verifier.environment_mode = \"separate\" (one workspace per attempt)")
-    if getattr(env, "healthcheck", None) is not None:
+    if env.healthcheck is not None:
         reasons.append("environment.healthcheck (no ENTRYPOINT runs)")
     if task.dockerfile is None:
         reasons.append(f"environment.docker_image = {env.docker_image!r} without a Dockerfile (images are not "
@@ -252,7 +251,7 @@ def remove_local_leftovers(options: SandboxOptions) -> list[str]:
 
 async def _start(task: Task, options: SandboxOptions, workspace: Path, built: BuiltEnvironment,
                  mounts: list[Mount]) -> LocalSandbox:
-    env = {**built.env, **(getattr(task.environment, "env", None) or {})}  # Harbor's environment.env: the agent's
+    env = {**built.env, **task.environment.env}  # Harbor's environment.env: the agent's
     return await LocalSandbox.start(workspace / "root", workdir=built.workdir, env=env, limits=task_limits(task),
                                     network=task.environment.allow_internet, options=options, mounts=mounts)
 
@@ -277,10 +276,12 @@ async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> B
     plan = _Plan(task, root)
     for instruction in instructions:
         plan.prepare(instruction)  # create every bound directory before the build sandbox starts
-    if (workdir := getattr(task.environment, "workdir", None)) is not None:  # Harbor: task.toml overrides WORKDIR
-        plan.workdir = os.path.normpath(os.path.join("/", workdir))
-        plan.check_writable(plan.workdir, Instruction(line=0, keyword="WORKDIR", args=[workdir], text=workdir))
-        plan.host(plan.workdir).mkdir(parents=True, exist_ok=True)
+    override = task.environment.workdir  # Harbor: task.toml's workdir overrides the Dockerfile's WORKDIR
+    if override is not None:
+        override = os.path.normpath(os.path.join("/", override))
+        plan.check_writable(override, Instruction(line=0, keyword="WORKDIR", args=[override], text=override))
+        plan.host(override).mkdir(parents=True, exist_ok=True)
+        plan.workdir = override
     if plan.workdir == "/":
         raise BuildError(f"task {task.task_id}: the Dockerfile sets no WORKDIR; the local sandbox needs one "
                          "(it is the repository the agent works in)")
@@ -291,6 +292,8 @@ async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> B
     try:
         for instruction in instructions:
             await plan.replay(instruction, sandbox)
+        if override is not None:  # the replay's WORKDIR lines moved it again
+            plan.workdir = override
         has_git = confined.lexists(root, f"{plan.workdir}/.git")
         result = await sandbox.exec(BASELINE_COMMIT if not has_git
                                     else "git rev-parse HEAD >/dev/null", timeout=300, cwd=plan.workdir,

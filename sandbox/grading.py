@@ -65,7 +65,7 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
         else:
             patch, patch_error = "", None
         await opened.start_verifier()
-        result = await _run_verifier(opened.sandbox, task, getattr(opened, "verifier_user", None))
+        result = await _run_verifier(opened.sandbox, task, opened.verifier_user)
     finally:
         await opened.stop()
     if not result.timed_out:

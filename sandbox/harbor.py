@@ -1,50 +1,43 @@
-"""Loads Harbor task directories (task.toml, instruction.md, environment/, tests/, solution/) into `Task`s."""
+"""Loads Harbor task directories (task.toml, instruction.md, environment/, tests/, solution/) into `Task`s, reading
+task.toml as Harbor reads it. A task's problems are reported all at once; what leafcost cannot honour (GPUs,
+Windows, Compose sidecars, multi-step tasks, MCP servers, skills) is refused naming the field."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from sandbox.tasks import Suite, Task, TaskConfig, TaskLoadError
+from sandbox.tasks import Suite, Task, TaskConfig, TaskLoadError, unknown_keys
 
-REQUIRED_FILES = ("task.toml", "instruction.md", "environment/Dockerfile", "tests/test.sh")
+COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml")
+# Parts of a pydantic error location that name a member of a union (`str`, `ArtifactConfig`), not a key.
+_SCALAR_TAGS = frozenset({"str", "int", "float", "bool"})
 
 
 class TaskFormatError(ValueError):
-    """A task directory that does not follow Harbor's format; the message names the task and the field."""
+    """A task directory that does not follow Harbor's format, or asks what leafcost cannot honour; the message
+    names the task and every problem found, each with its field or file."""
 
 
 def load_harbor_task(path: Path) -> Task:
     path = Path(path).resolve()
     task_id = path.name
-    for name in REQUIRED_FILES:
-        if not (path / name).is_file():
-            raise TaskFormatError(f"task {task_id}: missing required file {name}")
-    try:
-        raw = tomllib.loads((path / "task.toml").read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise TaskFormatError(f"task {task_id}: task.toml is not valid TOML: {exc}") from None
-    try:
-        config = TaskConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise TaskFormatError(f"task {task_id}: task.toml: {_first_error(exc)}") from None
-    instruction = (path / "instruction.md").read_text(encoding="utf-8", errors="replace").strip()
-    if not instruction:
-        raise TaskFormatError(f"task {task_id}: instruction.md is empty")
-    solution = path / "solution"
-    return Task(
-        task_id=task_id,
-        source="harbor",
-        path=path,
-        instruction=instruction,
-        config=config,
-        dockerfile=path / "environment" / "Dockerfile",
-        build_context=path / "environment",
-        tests_dir=path / "tests",
-        solution_dir=solution if (solution / "solve.sh").is_file() else None,
-    )
+    raw, problems = _read_toml(path)
+    config = None
+    if raw is not None:
+        try:
+            config = TaskConfig.model_validate(raw)
+        except ValidationError as exc:
+            problems += [f"task.toml: {problem}" for problem in _validation_problems(exc)]
+    problems += _unsupported(path, raw or {})
+    problems += _missing_files(path, raw or {})
+    instruction = _instruction(path, problems)
+    if problems or config is None:
+        raise TaskFormatError(f"task {task_id}: " + "; ".join(problems))
+    return _task(path, config, instruction, sorted(unknown_keys(raw)))
 
 
 def load_harbor_suite(root: Path, name: str | None = None) -> Suite:
@@ -59,10 +52,135 @@ def load_harbor_suite(root: Path, name: str | None = None) -> Suite:
     return Suite(name=name or root.name, tasks=tasks, errors=errors)
 
 
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(part) for part in err["loc"]) or "(top level)"
-    message = err["msg"]
-    if "input" in err and err["type"] != "missing":
-        return f"{where}: {message} (got {err['input']!r})"
-    return f"{where}: {message}"
+def _task(path: Path, config: TaskConfig, instruction: str, ignored: list[str]) -> Task:
+    solution, dockerfile = path / "solution", path / "environment" / "Dockerfile"
+    verifier_dockerfile = path / "tests" / "Dockerfile"
+    warning = f"task {path.name}: task.toml keys Harbor does not know, ignored: {', '.join(ignored)}"
+    return Task(
+        task_id=path.name,
+        source="harbor",
+        path=path,
+        instruction=instruction,
+        config=config,
+        dockerfile=dockerfile if dockerfile.is_file() else None,
+        build_context=path / "environment",
+        tests_dir=path / "tests",
+        solution_dir=solution if (solution / "solve.sh").is_file() else None,
+        verifier_dockerfile=verifier_dockerfile if verifier_dockerfile.is_file() else None,
+        warnings=[warning] if ignored else [],
+    )
+
+
+def _read_toml(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
+    if not (path / "task.toml").is_file():
+        return None, ["missing required file task.toml"]
+    try:
+        return tomllib.loads((path / "task.toml").read_text(encoding="utf-8")), []
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return None, [f"task.toml is not valid TOML: {exc}"]
+
+
+def _instruction(path: Path, problems: list[str]) -> str:
+    """instruction.md's text; its absence is reported by `_missing_files` (a multi-step task has none)."""
+    if not (path / "instruction.md").is_file():
+        return ""
+    instruction = (path / "instruction.md").read_text(encoding="utf-8", errors="replace").strip()
+    if not instruction:
+        problems.append("instruction.md is empty")
+    return instruction
+
+
+def _missing_files(path: Path, raw: dict[str, Any]) -> list[str]:
+    """The files Harbor needs: instruction.md and tests/test.sh unless the task is a multi-step or Windows one, and
+    a Dockerfile unless an image or a Compose file replaces it (those tasks are refused elsewhere, with why)."""
+    environment = _table(raw, "environment")
+    missing = []
+    if not (path / "instruction.md").is_file() and not raw.get("steps"):
+        missing.append("missing required file instruction.md")
+    if not (path / "environment" / "Dockerfile").is_file() and not environment.get("docker_image") \
+            and not _compose_file(path):
+        missing.append("missing required file environment/Dockerfile (or set environment.docker_image)")
+    windows = str(environment.get("os", "")).lower() == "windows" or _windows_tests(path)
+    if not (path / "tests" / "test.sh").is_file() and not windows and not raw.get("steps"):
+        missing.append("missing required file tests/test.sh")
+    return missing
+
+
+def _unsupported(path: Path, raw: dict[str, Any]) -> list[str]:
+    """What leafcost cannot honour, each naming its field or file; all of them, so one edit pass fixes a task."""
+    reasons = []
+    reasons += _unsupported_environment(_table(raw, "environment"), "environment")
+    verifier_environment = _table(_table(raw, "verifier"), "environment")
+    reasons += _unsupported_environment(verifier_environment, "verifier.environment")
+    if _windows_tests(path) and str(_table(raw, "environment").get("os", "")).lower() != "windows":
+        reasons.append("tests/test.bat without tests/test.sh is a Windows task (leafcost runs Linux containers only)")
+    if compose := _compose_file(path):
+        reasons.append(f"environment/{compose} is not supported (Compose sidecars are not started, use one "
+                       "Dockerfile)")
+    if raw.get("steps"):
+        reasons.append("[[steps]] is not supported (multi-step tasks are not supported yet)")
+    return reasons
+
+
+def _unsupported_environment(environment: dict[str, Any], where: str) -> list[str]:
+    reasons = []
+    gpus = environment.get("gpus")
+    if isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus > 0:
+        reasons.append(f"{where}.gpus = {gpus} is not supported (leafcost has no GPU/TPU backend)")
+    if environment.get("gpu_types"):
+        reasons.append(f"{where}.gpu_types is not supported (leafcost has no GPU/TPU backend)")
+    if environment.get("tpu") is not None:
+        reasons.append(f"{where}.tpu is not supported (leafcost has no GPU/TPU backend)")
+    if str(environment.get("os", "")).lower() == "windows":
+        reasons.append(f"{where}.os = \"windows\" is not supported (leafcost runs Linux containers only)")
+    if environment.get("mcp_servers"):
+        reasons.append(f"{where}.mcp_servers is not supported (Leaf has five tools and no MCP client)")
+    if environment.get("skills_dir") is not None:
+        reasons.append(f"{where}.skills_dir is not supported (Leaf has no skills)")
+    return reasons
+
+
+def _table(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _compose_file(path: Path) -> str | None:
+    return next((name for name in COMPOSE_FILES if (path / "environment" / name).is_file()), None)
+
+
+def _windows_tests(path: Path) -> bool:
+    return (path / "tests" / "test.bat").is_file() and not (path / "tests" / "test.sh").is_file()
+
+
+def _validation_problems(exc: ValidationError) -> list[str]:
+    """Every error, one line per field: `environment.cpus: <message> (got 'lots')`. The alternatives of a union
+    (`agent.user` as a string or an integer) are merged into one line."""
+    messages: dict[str, list[str]] = {}
+    inputs: dict[str, Any] = {}
+    for error in exc.errors():
+        where = _where(error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if message not in messages.setdefault(where, []):
+            messages[where].append(message)
+        if error["type"] != "missing" and "input" in error and not isinstance(error["input"], dict):
+            inputs.setdefault(where, error["input"])
+    return [f"{where}: {' or '.join(found)}" + (f" (got {_short(inputs[where])})" if where in inputs else "")
+            for where, found in messages.items()]
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    where = ""
+    for part in loc:
+        if isinstance(part, int):
+            where += f"[{part}]"
+        elif part in _SCALAR_TAGS or part[:1].isupper() or "[" in part:
+            continue
+        else:
+            where += f".{part}" if where else part
+    return where or "(top level)"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

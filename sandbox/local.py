@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import os
 import shutil
 import signal
@@ -20,10 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sandbox import tool_runner
-from sandbox.leaf_tools import TOOL_RUNNER_PATH, bash_arguments
+from sandbox.leaf_tools import TOOL_RUNNER_PATH
 from sandbox.limits import AppliedLimits, Limits, apply_limits
 from sandbox.protocol import ExecResult, SandboxError, SandboxOptions
+from sandbox.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
 
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 # Never bindable from an environment: they belong to the base root or to the sandbox itself.
@@ -36,12 +35,8 @@ MASKED_FILES = ("etc/shadow", "etc/gshadow", "etc/shadow-", "etc/gshadow-")
 MASKED_DIRS = ("etc/ssh", "etc/ssl/private", "etc/sudoers.d")
 SANDBOX_UID = 1000
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-RUNNER_IN_SANDBOX = "/.leafcost/tool_runner.py"
 PROFILE = Path(__file__).with_name("profile.sh")
 EMPTY_FILE = Path(__file__).with_name("empty")
-TOOL_GRACE_SEC = 15.0
-# The longest answer line the host reads: the runner trims every answer to fit its own cap.
-ANSWER_LIMIT_BYTES = tool_runner.ANSWER_CAP_BYTES + (1 << 20)
 
 
 class Mount(BaseModel):
@@ -77,19 +72,17 @@ def require_isolation(options: SandboxOptions) -> None:
 class LocalSandbox:
     """A running sandbox over a root directory whose top-level entries become /<entry> inside."""
 
-    def __init__(self, root: Path, workdir: str, process: asyncio.subprocess.Process, channel: _Channel,
-                 limits: AppliedLimits, isolated: bool, stderr_path: Path):
+    def __init__(self, root: Path, workdir: str, process: asyncio.subprocess.Process, limits: AppliedLimits,
+                 isolated: bool, stderr_path: Path):
         self.root = root
         self.workdir = workdir
         self.isolated = isolated
         self.limits = limits
         self._process = process
-        self._channel = channel
         self._stderr_path = stderr_path
-        self._lock = asyncio.Lock()
-        self._next_id = 0
         self._closed = False
         self._release_root: Any = None
+        self._runner: RunnerClient | None = None
 
     @classmethod
     async def start(cls, root: Path, *, workdir: str, env: dict[str, str], limits: Limits, network: bool,
@@ -128,27 +121,20 @@ class LocalSandbox:
         finally:
             os.close(request_read)
             os.close(answer_write)
-        channel = await _Channel.open(request_write, answer_read)
-        sandbox = cls(root, workdir, process, channel, applied, isolated, stderr_path)
+        sandbox = cls(root, workdir, process, applied, isolated, stderr_path)
+        reader, writer = await _pipe_streams(request_write, answer_read)
+        sandbox._runner = RunnerClient(reader, writer, kill=sandbox.close, exit_reason=sandbox._exit_reason)
         sandbox._release_root = None if isolated else _release_host_root
         try:
-            hello = await sandbox._read_line(timeout=30)
+            await sandbox._runner.hello()
         except SandboxError:
             await sandbox.close()
             raise
-        if not hello.get("ready"):
-            await sandbox.close()
-            raise SandboxError(f"tool runner did not start: {str(hello)[:500]}")
         return sandbox
 
     async def run_tool(self, name: str, arguments: str | dict[str, Any]) -> str:
         """One Leaf tool call; the observation text exactly as the model will see it."""
-        answer = await self._request({"op": "tool", "name": name, "arguments": arguments},
-                                     timeout=_tool_deadline(name, arguments))
-        if not isinstance(answer.get("output"), str):
-            await self.close()
-            raise SandboxError(f"tool runner answered without an observation: {str(answer)[:200]}")
-        return answer["output"]
+        return await self._client().tool(name, arguments)
 
     async def exec(self, command: str, *, timeout: float, cwd: str | None = None,
                    env: dict[str, str] | None = None, user: str | None = None, login: bool = False) -> ExecResult:
@@ -156,13 +142,7 @@ class LocalSandbox:
         the one sandbox user: another `user` cannot be honoured (tasks that ask for one are refused at open)."""
         if user is not None:
             raise SandboxError(f"the local backend runs every command as uid {SANDBOX_UID}; cannot run as {user!r}")
-        answer = await self._request({"op": "exec", "command": command, "timeout": timeout, "cwd": cwd,
-                                      "env": env, "login": login}, timeout=timeout + TOOL_GRACE_SEC)
-        try:
-            return ExecResult.model_validate(answer)
-        except ValueError:
-            await self.close()
-            raise SandboxError(f"tool runner answered an exec with garbage: {str(answer)[:200]}") from None
+        return await self._client().exec(command, timeout=timeout, cwd=cwd, env=env, login=login)
 
     def cpu_seconds(self) -> float | None:
         return self.limits.cpu_seconds()
@@ -185,51 +165,26 @@ class LocalSandbox:
             except ProcessLookupError:
                 pass
         await self._process.wait()
-        self._channel.close()
+        if self._runner is not None:
+            self._runner.close()
         await self.limits.release()
         if self._release_root is not None:
             self._release_root(self.root)
 
-    async def _request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-        async with self._lock:
-            if self._closed or self._process.returncode is not None:
-                raise SandboxError(f"sandbox is not running{self._stderr_tail()}")
-            self._next_id += 1
-            payload = {"id": self._next_id, **payload}
-            try:
-                self._channel.writer.write((json.dumps(payload) + "\n").encode())
-                await self._channel.writer.drain()
-            except (BrokenPipeError, ConnectionResetError):
-                raise SandboxError(f"sandbox died{self._stderr_tail()}") from None
-            answer = await self._read_line(timeout)
-            if answer.get("id") != self._next_id:
-                await self.close()  # the protocol is out of step: nothing it says from here on can be trusted
-                raise SandboxError(f"tool runner answered out of order: {str(answer)[:200]}")
-            if "error" in answer:
-                raise SandboxError(f"tool runner refused the request: {str(answer['error'])[:500]}")
-            return answer
+    def _client(self) -> RunnerClient:
+        if self._runner is None or self._closed or self._process.returncode is not None:
+            raise SandboxError(f"sandbox is not running{self._stderr_tail()}")
+        return self._runner
 
-    async def _read_line(self, timeout: float) -> dict[str, Any]:
-        try:
-            line = await asyncio.wait_for(self._channel.reader.readline(), timeout)
-        except asyncio.TimeoutError:
-            await self.close()
-            raise SandboxError(f"tool runner gave no answer within {timeout:.0f}s; sandbox killed") from None
-        except ValueError:  # asyncio's limit: the runner never writes lines this long, so something else did
-            await self.close()
-            raise SandboxError(f"tool runner answer exceeded {ANSWER_LIMIT_BYTES} bytes; sandbox killed") from None
-        if not line:
-            await self._process.wait()
-            reason = "killed (out of memory?)" if self.limits.oom_killed() else f"exit {self._process.returncode}"
-            raise SandboxError(f"sandbox exited ({reason}){self._stderr_tail()}")
-        try:
-            answer = json.loads(line)
-        except (ValueError, RecursionError):
-            answer = None
-        if not isinstance(answer, dict):
-            await self.close()
-            raise SandboxError(f"tool runner wrote garbage: {line[:200]!r}; sandbox killed")
-        return answer
+    async def _exit_reason(self) -> str:
+        """Why the runner's stream ended, for the error the episode records."""
+        if self._process.returncode is None:
+            try:
+                await asyncio.wait_for(self._process.wait(), 5)
+            except asyncio.TimeoutError:
+                return self._stderr_tail()
+        reason = "killed (out of memory?)" if self.limits.oom_killed() else f"exit {self._process.returncode}"
+        return f" ({reason}){self._stderr_tail()}"
 
     def _stderr_tail(self) -> str:
         try:
@@ -239,26 +194,14 @@ class LocalSandbox:
         return f": {tail}" if tail else ""
 
 
-class _Channel:
+async def _pipe_streams(request_write: int, answer_read: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """The host's ends of the two protocol pipes, as asyncio streams."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def open(cls, request_write: int, answer_read: int) -> _Channel:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=ANSWER_LIMIT_BYTES)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(answer_read, "rb", 0))
-        transport, protocol = await loop.connect_write_pipe(lambda: asyncio.StreamReaderProtocol(
-            asyncio.StreamReader()), os.fdopen(request_write, "wb", 0))
-        return cls(reader, asyncio.StreamWriter(transport, protocol, None, loop))
-
-    def close(self) -> None:
-        self.writer.close()
-        transport = getattr(self.reader, "_transport", None)
-        if transport is not None:
-            transport.close()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=ANSWER_LIMIT_BYTES)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(answer_read, "rb", 0))
+    transport, protocol = await loop.connect_write_pipe(lambda: asyncio.StreamReaderProtocol(
+        asyncio.StreamReader()), os.fdopen(request_write, "wb", 0))
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
 
 
 def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: bool, options: SandboxOptions,
@@ -367,21 +310,15 @@ def _release_host_root(root: Path) -> None:
 
 
 def _top_level(root: Path) -> list[Path]:
-    """The environment's own top-level directories (real directories only, never links)."""
+    """The environment's own top-level directories and files (`COPY f /f`), never links. Only the host's build
+    makes entries there: inside, the root is read-only."""
     if not root.is_dir():
         return []
-    return [e for e in sorted(root.iterdir())
-            if e.is_dir() and not e.is_symlink() and e.name not in RESERVED_DIRS | HARBOR_TOP_DIRS]
+    return [e for e in sorted(root.iterdir()) if (e.is_dir() or e.is_file()) and not e.is_symlink()
+            and e.name not in RESERVED_DIRS | HARBOR_TOP_DIRS]
 
 
 def _runner_env(env: dict[str, str]) -> dict[str, str]:
     """The sandbox's whole environment: a clean base plus the Dockerfile's ENV; nothing from the host leaks in."""
     return {"PATH": DEFAULT_PATH, "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb",
             "USER": "leafcost", **env}
-
-
-def _tool_deadline(name: str, arguments: str | dict[str, Any]) -> float:
-    """How long the host waits for a tool before declaring the sandbox dead: the tool's own timeout plus grace."""
-    bash = bash_arguments(arguments) if name == "Bash" else None
-    timeout = bash[1] if bash else 120.0
-    return max(timeout, 1.0) + TOOL_GRACE_SEC

@@ -110,6 +110,7 @@ class OpenedSandbox(Protocol):
     spec: SandboxSpec
     spec_hash: str
     start_seconds: float
+    verifier_user: str | None  # who runs test.sh; None is the sandbox's default user
 
     def cpu_seconds(self) -> float | None:
         """CPU time of every sandbox of this attempt so far."""

@@ -258,7 +258,7 @@ def _task_toml(instance: SWEBenchInstance, commit: str) -> str:
     lines = ['version = "1.0"', "", "[metadata]"]
     lines += [f"{key} = {_toml_string(value)}" for key, value in metadata.items()]
     lines += ["", "[verifier]", f"timeout_sec = {VERIFIER_TIMEOUT_SEC}", "", "[agent]",
-              f"timeout_sec = {AGENT_TIMEOUT_SEC}", ""]
+              f"timeout_sec = {AGENT_TIMEOUT_SEC}", "", "[environment]", "allow_internet = false", ""]
     return "\n".join(lines)
 
 

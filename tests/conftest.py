@@ -161,7 +161,7 @@ def _write_calc_task(path: Path, body: str) -> None:
     """A calculator task whose add() returns `body`."""
     files = {
         "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60\n[agent]\ntimeout_sec = 120\n'
-                     "[environment]\ncpus = 1\nmemory_mb = 512\n",
+                     "[environment]\ncpus = 1\nmemory_mb = 512\nallow_internet = false\n",
         "instruction.md": "calc.add(2, 3) should return 5.\n",
         "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\n",
         "environment/repo/calc.py": f"def add(a, b):\n    return {body}\n",

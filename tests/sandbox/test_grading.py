@@ -187,3 +187,34 @@ def test_grading_never_runs_stale_bytecode(make_task, sandbox_options):
         assert fixed.ok
 
     assert run(graded(make_task("stale-pyc"), sandbox_options, edit_after_import)).resolved is True
+
+
+def test_copy_to_a_top_level_path_makes_a_file_as_docker_does(make_task, sandbox_options):
+    dockerfile = ("FROM python:3.11\nWORKDIR /app\nCOPY repo/ /app/\nCOPY repo/calc.py /calc-copy.py\n"
+                  "RUN test -f /calc-copy.py && chmod 640 /calc-copy.py\n")
+    task = make_task("top-file", files={"environment/Dockerfile": dockerfile})
+
+    async def scenario():
+        opened = await open_sandbox(task, sandbox_options)
+        try:
+            return await opened.sandbox.exec("stat -c '%F %a' /calc-copy.py && head -1 /calc-copy.py", timeout=30)
+        finally:
+            await opened.close()
+
+    result = run(scenario())
+    assert result.stdout.splitlines() == ["regular file 640", "def add(a, b):"], result.stderr
+
+
+def test_task_toml_workdir_and_env_reach_the_agent_locally(make_task, sandbox_options):
+    task = make_task("workdir-env", files={"environment/Dockerfile": "FROM python:3.11\nCOPY repo/ /srv/work/\n"})
+    task.config.environment.workdir = "/srv/work"
+    task.config.environment.env = {"GREETING": "hi from task.toml"}
+
+    async def scenario():
+        opened = await open_sandbox(task, sandbox_options)
+        try:
+            return await opened.sandbox.run_tool("Bash", {"command": "pwd; ls; echo $GREETING"})
+        finally:
+            await opened.close()
+
+    assert "/srv/work\ncalc.py\nhi from task.toml" in run(scenario())
