@@ -235,6 +235,52 @@ def sglang_command(
     typer.echo(launch_command_text(model_path=model_path, port=port, tp=tp, context_length=context_length))
 
 
+images_app = typer.Typer(help="Container images of a suite's tasks (the podman and docker backends).")
+app.add_typer(images_app, name="images")
+
+
+@images_app.command("lock")
+def images_lock(
+    suite: Annotated[str, typer.Argument(help="'builtin', a directory of Harbor tasks, or a SWE-bench .json/.jsonl")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="the lock file to write")] = Path("images.lock.json"),
+    backend: Annotated[str, typer.Option(help="podman or docker")] = "podman",
+    repos: Annotated[Path | None, typer.Option(help="SWE-bench: a git repository or a directory of mirrors")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Build or pull every task's image and pin each to its image ID; a run spec requires it with `images:`."""
+    from sandbox import SuiteError, load_suite
+    from sandbox.engine import engine as container_engine
+    from sandbox.images import lock_images
+
+    if backend == "local":
+        fail("--backend local builds no images: choose podman or docker", 2)
+    options = sandbox_options("host", None, False, backend)
+    try:
+        suite_tasks = load_suite(suite, repos=repos, cache_dir=options.cache_dir)
+    except SuiteError as exc:
+        fail(str(exc), 2)
+    failures = [f"{error.task_id}: {error.error}" for error in suite_tasks.errors]
+    rows: list[dict] = []
+
+    def done(task, image, error) -> None:
+        rows.append({"task": task.task_id, "image": image.reference if image else None,
+                     "id": image.id if image else None, "error": error})
+        if error:
+            failures.append(error)
+        typer.echo(f"[{len(rows)}/{len(suite_tasks.tasks)}] {task.task_id}: "
+                   + (f"{image.reference} {image.id[:19]}" if image else f"FAILED {error}"), err=True)
+
+    asyncio.run(lock_images(container_engine(backend), suite_tasks.tasks, output, on_task=done))
+    if as_json:
+        sys.stdout.write(json.dumps({"lock": str(output), "tasks": rows, "errors": failures}, indent=2) + "\n")
+    else:
+        for failure in failures:
+            typer.echo(f"leafcost: {failure}", err=True)
+        typer.echo(f"wrote {output}: {sum(1 for row in rows if not row['error'])} of "
+                   f"{len(suite_tasks.tasks) + len(suite_tasks.errors)} tasks locked")
+    raise typer.Exit(1 if failures else 0)
+
+
 def _validate(suite_name: str, workers: int, repos: Path | None, options, as_json: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -248,10 +294,10 @@ def _validate(suite_name: str, workers: int, repos: Path | None, options, as_jso
         fail(str(exc), 2)
     if not suite.tasks and not suite.errors:
         fail(f"suite {suite_name!r} has no tasks", 2)
-    err = Console(stderr=True)
-    for task in suite.tasks:
+    for task in suite.tasks:  # one line each, never wrapped
         for warning in task.warnings:
-            err.print(f"leafcost: warning: {warning}", markup=False, highlight=False)
+            typer.echo(f"leafcost: warning: {warning}", err=True)
+    err = Console(stderr=True)
     columns = (TextColumn("validating {task.fields[suite]}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[last]}"), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=as_json) as progress:

@@ -13,12 +13,12 @@ import shutil
 import tempfile
 import time
 import uuid
-from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from sandbox import confined
+from sandbox.digests import update_with_tree
 from sandbox.dockerfile import (
     IGNORED,
     DockerfileError,
@@ -26,7 +26,7 @@ from sandbox.dockerfile import (
     parse_dockerfile,
     substitute,
 )
-from sandbox.leaf_tools import LEAF_TOOLS, RUNNER_VERSION
+from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION
 from sandbox.limits import Limits, remove_orphan_cgroups
 from sandbox.local import HARBOR_TOP_DIRS, RESERVED_DIRS, LocalSandbox, Mount, bwrap_version
 from sandbox.owner import owner_gone, write_owner
@@ -129,24 +129,8 @@ def environment_key(task: Task, options: SandboxOptions) -> str:
                  str(task.environment.workdir)):
         digest.update(part.encode() + b"\0")
     digest.update(task.dockerfile.read_bytes())
-    for path in sorted(p for p in task.build_context.rglob("*") if p.is_file() or p.is_symlink()):
-        relative = path.relative_to(task.build_context).as_posix()
-        digest.update(relative.encode() + b"\0" + oct(path.lstat().st_mode).encode() + b"\0")
-        digest.update(os.readlink(path).encode() if path.is_symlink() else _file_digest(path))
+    update_with_tree(digest, task.build_context)
     return digest.hexdigest()[:32]
-
-
-def _file_digest(path: Path) -> bytes:
-    """A file's sha256, read again only when its inode, size or mtime changed: every episode of a run opens its
-    task's environment, and a SWE-bench repository is thousands of files."""
-    st = path.stat()
-    return _digest_of(str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-@lru_cache(maxsize=65536)
-def _digest_of(path: str, inode: int, size: int, mtime_ns: int) -> bytes:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").digest()
 
 
 async def build_environment(task: Task, options: SandboxOptions) -> BuiltEnvironment:
@@ -264,7 +248,7 @@ def sandbox_spec(task: Task, options: SandboxOptions, key: str, limits_via: str)
         base_root=options.base_root, extra_ro_binds=sorted(options.extra_ro_binds), image=key,
         network=env.allow_internet, cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids,
         limits_via=limits_via, tool_runner_version=RUNNER_VERSION,
-        leaf_tools_sha256=hashlib.sha256(json.dumps(LEAF_TOOLS, sort_keys=True).encode()).hexdigest())
+        leaf_tools_sha256=LEAF_TOOLS_SHA256)
 
 
 async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> BuiltEnvironment:

@@ -5,6 +5,7 @@ Names, parameters, types and required lists are exactly Leaf's: FrogNano was tra
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -106,3 +107,7 @@ LEAF_TOOLS: list[dict] = [
         ["command"],
     ),
 ]
+
+
+# Which tool definitions the model was offered: part of every sandbox spec.
+LEAF_TOOLS_SHA256 = hashlib.sha256(json.dumps(LEAF_TOOLS, sort_keys=True).encode()).hexdigest()

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-RUNNER_VERSION = "2"
+RUNNER_VERSION = "3"
 READ_OUTPUT_CHARS = 20000
 BASH_OUTPUT_CHARS = 30000
 BASH_DEFAULT_TIMEOUT = 120.0
@@ -344,7 +344,7 @@ def _open_unblocked(path: Path, mode: str, **kwargs: Any) -> Any:
 
 
 def _nonblocking_open(name: str, flags: int) -> int:
-    return os.open(name, flags | os.O_NONBLOCK)
+    return os.open(name, flags | os.O_NONBLOCK, 0o666)  # open()'s own mode: 0o666 less the umask
 
 
 def _is_fifo(path: Path) -> bool:

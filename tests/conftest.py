@@ -81,6 +81,17 @@ def make_task(tmp_path):
     return make
 
 
+async def exec_once(task, options, command: str):
+    """Opens a fresh sandbox for `task`, runs one harness command in it, and closes it."""
+    from sandbox import open_sandbox
+
+    opened = await open_sandbox(task, options)
+    try:
+        return await opened.sandbox.exec(command, timeout=60)
+    finally:
+        await opened.close()
+
+
 def task_dir(task) -> Path:
     return Path(task.path)
 
@@ -201,3 +212,12 @@ def leafcost_serve(db: Path, log: Path, env: dict[str, str] | None = None, cwd: 
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def container_images():
+    """The base images the container tests' tasks name (built from Debian's packages: no registry here)."""
+    from container_images import ensure_base_image, ensure_toolchain_images
+
+    ensure_base_image()
+    return ensure_toolchain_images()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 from sandbox import SandboxOptions
-from sandbox.environment import _digest_of, environment_key
+from sandbox.digests import _digest_of
+from sandbox.environment import environment_key
 
 
 def test_the_key_follows_the_build_context_and_unchanged_files_are_not_read_again(make_task, tmp_path):

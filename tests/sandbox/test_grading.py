@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from compare.validate import validate_task
+from conftest import exec_once
 from sandbox import BuildError, open_sandbox, run_oracle, verify
 from sandbox.grading import capture_patch
 
@@ -194,14 +195,7 @@ def test_copy_to_a_top_level_path_makes_a_file_as_docker_does(make_task, sandbox
                   "RUN test -f /calc-copy.py && chmod 640 /calc-copy.py\n")
     task = make_task("top-file", files={"environment/Dockerfile": dockerfile})
 
-    async def scenario():
-        opened = await open_sandbox(task, sandbox_options)
-        try:
-            return await opened.sandbox.exec("stat -c '%F %a' /calc-copy.py && head -1 /calc-copy.py", timeout=30)
-        finally:
-            await opened.close()
-
-    result = run(scenario())
+    result = run(exec_once(task, sandbox_options, "stat -c '%F %a' /calc-copy.py && head -1 /calc-copy.py"))
     assert result.stdout.splitlines() == ["regular file 640", "def add(a, b):"], result.stderr
 
 
@@ -210,11 +204,5 @@ def test_task_toml_workdir_and_env_reach_the_agent_locally(make_task, sandbox_op
     task.config.environment.workdir = "/srv/work"
     task.config.environment.env = {"GREETING": "hi from task.toml"}
 
-    async def scenario():
-        opened = await open_sandbox(task, sandbox_options)
-        try:
-            return await opened.sandbox.run_tool("Bash", {"command": "pwd; ls; echo $GREETING"})
-        finally:
-            await opened.close()
-
-    assert "/srv/work\ncalc.py\nhi from task.toml" in run(scenario())
+    result = run(exec_once(task, sandbox_options, "pwd; ls; echo $GREETING"))
+    assert result.stdout == "/srv/work\ncalc.py\nhi from task.toml\n", result.stderr

@@ -342,6 +342,14 @@ def test_write_creates_parents_and_counts_characters_as_leaf_does(runner: Runner
     assert (workdir / "a" / "b" / "c.txt").read_bytes() == b""
 
 
+def test_write_creates_files_with_the_mode_open_would_give_as_leaf_does(runner: RunnerClient, workdir: Path) -> None:
+    """Leaf's Write is a plain open(): a new file is 0o666 minus the umask, never executable."""
+    umask = os.umask(0)
+    os.umask(umask)  # the runner inherited this process's umask
+    runner.tool("Write", {"file_path": "new.txt", "content": "x\n"})
+    assert (workdir / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
 def test_edit_replaces_one_occurrence(runner: RunnerClient, workdir: Path) -> None:
     (workdir / "m.py").write_text("x = 1\ny = 2\n")
     assert runner.tool("Edit", {"file_path": "m.py", "old_string": "y = 2", "new_string": "y = 3"}) == (
@@ -737,4 +745,4 @@ def test_leaf_tool_schemas_match_leaf() -> None:
         "Bash": {"command": "string", "description": "string", "timeout": "number"},
     }
     assert leaf_tools.TOOL_RUNNER_PATH == RUNNER
-    assert leaf_tools.RUNNER_VERSION == "2"
+    assert leaf_tools.RUNNER_VERSION == "3"

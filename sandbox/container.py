@@ -1,0 +1,488 @@
+"""The container backend: one container per attempt from the task's real image, driven through the engine's CLI.
+
+The agent's tools go to the same standard-library tool runner as in the local backend (bound read-only into the
+container, started once per attempt over one `exec -i`), so the model sees byte-for-byte the same observations.
+Harness commands (oracle, patch capture, verifier) are plain `exec`s, which also works in images without
+python3. Grading follows Harbor: the container is stopped and started again (every agent process is gone), then
+/tests is copied in and test.sh runs as the verifier's user; in separate mode it runs in a fresh container from
+the verifier's image, with only the declared artifacts copied over. Files leave a container only as the tar
+stream of `cp`, parsed in memory: the host never opens a path inside a container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import posixpath
+import re
+import subprocess
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+from sandbox.engine import ULIMITS, Engine, EngineError, client_env, require_engine
+from sandbox.images import ResolvedImage, task_image, verifier_image
+from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
+from sandbox.owner import alive as owner_alive
+from sandbox.owner import identity
+from sandbox.protocol import BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec
+from sandbox.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
+from sandbox.tasks import EnvironmentConfig, HealthcheckConfig, Task
+from sandbox.tool_runner import STREAM_CAP_BYTES
+
+LABEL = "leafcost"
+OWNER_LABEL = "leafcost.owner"
+# Harbor keeps a task's container alive with its ENTRYPOINT and this command; --init reaps orphaned processes.
+KEEP_ALIVE = ["sh", "-c", "sleep infinity"]
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BASELINE = ("git -c safe.directory='*' init -q && git -c safe.directory='*' add -A && "
+             "git -c safe.directory='*' -c user.name=leafcost -c user.email=leafcost@localhost -c commit.gpgsign=false "
+             "commit -q --allow-empty --no-verify -m 'leafcost baseline' && chown -R \"$(stat -c %u:%g .)\" .git")
+# Run as root once the container is up: Harbor's log directories, what the image offers, the git baseline.
+_PREPARE = """mkdir -p /logs/agent /logs/verifier /logs/artifacts && chmod 777 /logs/agent /logs/artifacts
+command -v python3 >/dev/null 2>&1 && echo python3=yes
+if command -v git >/dev/null 2>&1; then
+  cd "$1" || exit 1
+  [ -e .git ] || ({baseline}) >&2 || exit 1
+  echo "head=$(git -c safe.directory='*' rev-parse HEAD)"
+fi
+""".replace("{baseline}", _BASELINE)
+# Harbor's verifier directories, made again as root once no agent process is left.
+_RESET_VERIFIER = "rm -rf /tests /logs/verifier && mkdir -p /logs/verifier /logs/artifacts && chmod 777 /logs/verifier"
+ARTIFACTS_DIR = "/logs/artifacts"
+ARTIFACT_CAP_BYTES = 1 << 30
+
+
+class ContainerSandbox:
+    """One running container as the `Sandbox` protocol: tools through the runner, harness commands by `exec`."""
+
+    def __init__(self, engine: Engine, container: str, *, user: str | None, workdir: str, image: str = "",
+                 has_python: bool = True):
+        self.engine, self.container, self.user, self.workdir = engine, container, user, workdir
+        self.image, self.has_python = image, has_python
+        self._runner: RunnerClient | None = None
+        self._runner_process: asyncio.subprocess.Process | None = None
+        self._runner_stderr = b""
+        self._cpu_file: tuple[Path, str] | None = None
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and not (self._runner is not None and self._runner.dead)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def run_tool(self, name: str, arguments: str | dict) -> str:
+        return await (await self._client()).tool(name, arguments)
+
+    async def exec(self, command: str, *, timeout: float, cwd: str | None = None,
+                   env: dict[str, str] | None = None, user: str | None = None) -> ExecResult:
+        if self._closed:
+            raise SandboxError("sandbox is not running")
+        flags = _user_flags(user or self.user) + ["--workdir", cwd or self.workdir] + _env_flags(env or {})
+        argv = self.engine.command("exec", *flags, self.container, "sh", "-c", command)
+        result = await _run_capped(argv, env or {}, timeout)
+        if result.exit_code in (125, 126) and not await _running(self.engine, self.container):
+            raise SandboxError(f"the container stopped: {result.stderr.strip()[-300:]}")
+        return result
+
+    def cpu_seconds(self) -> float | None:
+        """From the container's cgroup, read on this host; None where the engine runs elsewhere."""
+        if self._cpu_file is None:
+            return None
+        path, kind = self._cpu_file
+        try:
+            text = path.read_text()
+        except OSError:
+            return None
+        if kind == "cpuacct":
+            return int(text) / 1e9
+        usage = next((line.split()[1] for line in text.splitlines() if line.startswith("usage_usec ")), None)
+        return int(usage) / 1e6 if usage else None
+
+    async def measure_from(self) -> None:
+        """Finds the container's CPU accounting file (once it runs)."""
+        found = await self.engine.run("inspect", "--format", "{{.State.Pid}}", self.container, check=False)
+        pid = found.text.strip()
+        self._cpu_file = _cgroup_cpu_file(int(pid)) if pid.isdigit() and pid != "0" else None
+
+    async def close(self) -> None:
+        """Kills the runner and every process of the container (the container stays, for its files)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._stop_runner()
+        await self.engine.run("stop", "-t", "0", self.container, check=False, timeout=60)
+
+    async def _client(self) -> RunnerClient:
+        if self._closed:
+            raise SandboxError("sandbox is not running")
+        if self._runner is None:
+            if not self.has_python:  # a task error: the image cannot host the agent's tools
+                raise BuildError(f"image {self.image} has no python3, which leafcost's tool runner needs for the "
+                                 "agent's tools")
+            await self._start_runner()
+        assert self._runner is not None
+        return self._runner
+
+    async def _start_runner(self) -> None:
+        argv = self.engine.command("exec", "-i", *_user_flags(self.user), "--workdir", self.workdir, self.container,
+                                   "python3", "-u", "-I", RUNNER_IN_SANDBOX, "--workdir", self.workdir)
+        self._runner_process = process = await asyncio.create_subprocess_exec(
+            *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=client_env(),
+            limit=ANSWER_LIMIT_BYTES)
+        asyncio.get_running_loop().create_task(self._collect_stderr(process))
+        assert process.stdout is not None and process.stdin is not None
+        self._runner = RunnerClient(process.stdout, process.stdin, kill=self.close, exit_reason=self._exit_reason)
+        await self._runner.hello()
+
+    async def _collect_stderr(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stderr is not None
+        while chunk := await process.stderr.read(65536):
+            self._runner_stderr = (self._runner_stderr + chunk)[-4096:]
+
+    async def _exit_reason(self) -> str:
+        process = self._runner_process
+        if process is not None and process.returncode is None:
+            try:
+                await asyncio.wait_for(process.wait(), 5)
+            except asyncio.TimeoutError:
+                return ""
+        code = process.returncode if process else None
+        tail = self._runner_stderr.decode("utf-8", "replace").strip()[-500:]
+        if code == 127 or "python3" in tail and "not found" in tail:
+            return " (the image has no python3, which leafcost's tool runner needs)"
+        reason = "killed (out of memory?)" if code in (137, -9) else f"exit {code}"
+        return f" ({reason})" + (f": {tail}" if tail else "")
+
+    async def _stop_runner(self) -> None:
+        process = self._runner_process
+        if self._runner is not None:
+            self._runner.close()
+        if process is not None and process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+class ContainerOpened:
+    """One attempt's containers (the agent's, then a separate verifier's if the task has one) as the
+    `OpenedSandbox` protocol."""
+
+    def __init__(self, engine: Engine, task: Task, options: SandboxOptions, image: ResolvedImage,
+                 labels: dict[str, str], spec: SandboxSpec):
+        self.engine, self.task, self.options, self.image, self.labels = engine, task, options, image, labels
+        self.spec, self.spec_hash = spec, spec.digest()
+        self.start_seconds = 0.0
+        verifier_user = task.config.verifier.user
+        self.verifier_user: str | None = "root" if verifier_user is None else str(verifier_user)
+        self.agent_user = None if task.config.agent.user is None else str(task.config.agent.user)
+        self.workdir = _workdir(task.environment, image)
+        self.containers: list[str] = []
+        self.sandbox: ContainerSandbox
+        self.git_baseline: str | None = None
+        self.has_python = False
+        self._finished_cpu: float | None = 0.0
+        self._closed = False
+
+    def cpu_seconds(self) -> float | None:
+        current = None if self.sandbox.closed else self.sandbox.cpu_seconds()
+        if self._finished_cpu is None or (current is None and not self.sandbox.closed):
+            return None
+        return self._finished_cpu + (current or 0.0)
+
+    async def quiesce(self) -> None:
+        await self.stop()
+        await self.engine.run("start", self.sandbox.container, timeout=60)
+        self.sandbox = await self._attach(self.sandbox.container, self.agent_user, self.workdir)
+
+    async def start_verifier(self) -> None:
+        agent = self.sandbox.container
+        await self.stop()
+        if self.task.config.verifier_mode == "separate":
+            image = await verifier_image(self.engine, self.task, self.options)
+            environment = self.task.config.verifier_environment or self.task.environment
+            container = await self._create(image, environment, role="verifier", solution=False)
+            workdir = _workdir(environment, image)
+            await self._root(container, _RESET_VERIFIER, workdir)
+            await self._copy_artifacts(agent, container)
+        else:
+            container, workdir = agent, self.workdir
+            await self.engine.run("start", container, timeout=60)
+            await self._root(container, _RESET_VERIFIER, workdir)
+        await self.engine.run("cp", str(self.task.tests_dir), f"{container}:/tests", timeout=300)
+        self.sandbox = await self._attach(container, self.agent_user, workdir)
+
+    async def stop(self) -> None:
+        if not self.sandbox.closed:
+            used = self.sandbox.cpu_seconds()
+            await self.sandbox.close()
+            self._finished_cpu = None if used is None or self._finished_cpu is None else self._finished_cpu + used
+
+    async def read_verifier_file(self, name: str, limit: int) -> bytes | None:
+        if "/" in name or name in ("", ".", ".."):
+            raise OSError(f"not a file name: {name!r}")
+        return await read_file(self.engine, self.sandbox.container, f"/logs/verifier/{name}", limit)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if (sandbox := getattr(self, "sandbox", None)) is not None:
+            await sandbox._stop_runner()
+        if self.containers:
+            await self.engine.run("rm", "-f", "-t", "0", *self.containers, check=False, timeout=120)
+
+    async def open(self, solution: bool) -> None:
+        """The agent's container, ready: healthy, Harbor's directories made, the git baseline recorded."""
+        container = await self._create(self.image, self.task.environment, role="agent", solution=solution)
+        healthcheck = self.task.environment.healthcheck or self.image.healthcheck
+        if healthcheck is not None:
+            await self._wait_healthy(container, healthcheck)
+        prepared = await self._root(container, _PREPARE, "/", "sh", self.workdir)
+        facts = dict(line.split("=", 1) for line in prepared.stdout.splitlines() if "=" in line)
+        self.has_python, self.git_baseline = facts.get("python3") == "yes", facts.get("head")
+        self.sandbox = await self._attach(container, self.agent_user, self.workdir)
+
+    async def _create(self, image: ResolvedImage, environment: EnvironmentConfig, *, role: str,
+                      solution: bool) -> str:
+        name = f"leafcost-{uuid.uuid4().hex[:16]}"
+        labels = {**self.labels, LABEL: "1", OWNER_LABEL: identity(), "leafcost.role": role}
+        flags = ["--init", "--name", name, *ULIMITS, "--cpus", f"{environment.cpus:g}",
+                 "--memory", f"{environment.memory_mb}m", "--memory-swap", f"{environment.memory_mb}m",
+                 "--pids-limit", str(environment.pids)]
+        for key, value in labels.items():
+            flags += ["--label", f"{key}={value}"]
+        if not environment.allow_internet:
+            flags += ["--network", "none"]
+        if environment.workdir:
+            flags += ["--workdir", _workdir(environment, image)]
+        flags += _env_flags(environment.env)
+        flags += _mount(TOOL_RUNNER_PATH, RUNNER_IN_SANDBOX)
+        if solution:
+            if self.task.solution_dir is None:
+                raise FileNotFoundError(f"task {self.task.task_id} has no solution/solve.sh")
+            flags += _mount(self.task.solution_dir, "/solution")
+        self.containers.append(name)
+        try:
+            await self.engine.run("run", "-d", *flags, image.id, *KEEP_ALIVE, env=environment.env, timeout=300)
+        except EngineError as exc:
+            raise BuildError(f"task {self.task.task_id}: the container did not start from {image.reference}: "
+                             f"{str(exc).split(': ', 1)[-1]}") from None
+        return name
+
+    async def _attach(self, container: str, user: str | None, workdir: str) -> ContainerSandbox:
+        sandbox = ContainerSandbox(self.engine, container, user=user, workdir=workdir, image=self.image.reference,
+                                   has_python=self.has_python)
+        await sandbox.measure_from()
+        return sandbox
+
+    async def _root(self, container: str, script: str, workdir: str, *args: str) -> ExecResult:
+        argv = self.engine.command("exec", "--user", "root", "--workdir", workdir, container, "sh", "-c", script,
+                                   *args)
+        result = await _run_capped(argv, {}, 300)
+        if not result.ok:
+            raise SandboxError(f"task {self.task.task_id}: preparing the container failed (exit "
+                               f"{result.exit_code}): {(result.stderr or result.stdout).strip()[-500:]}")
+        return result
+
+    async def _wait_healthy(self, container: str, check: HealthcheckConfig) -> None:
+        """Docker's rules: failures within the start period do not count; `retries` failures in a row after it
+        mean the environment never became ready, a task error."""
+        started, failures, last = time.monotonic(), 0, ""
+        while True:
+            argv = self.engine.command("exec", container, "sh", "-c", check.command)
+            result = await _run_capped(argv, {}, check.timeout_sec)
+            if result.ok:
+                return
+            last = (result.stderr or result.stdout).strip()[-200:] or f"exit {result.exit_code}"
+            in_start = time.monotonic() - started < check.start_period_sec
+            if not in_start:
+                failures += 1
+                if failures >= check.retries:
+                    raise BuildError(f"task {self.task.task_id}: the healthcheck {check.command!r} never "
+                                     f"passed ({failures} failures after the start period): {last}")
+            await asyncio.sleep(check.start_interval_sec if in_start else check.interval_sec)
+
+    async def _copy_artifacts(self, source: str, target: str) -> None:
+        """Harbor's separate mode: /logs/artifacts and the task's `artifacts` paths, from the agent's (stopped)
+        container into the verifier's at the same paths; the tar stream never touches the host's disk."""
+        paths = [ARTIFACTS_DIR] + [a if isinstance(a, str) else a.source for a in self.task.config.artifacts]
+        for path in dict.fromkeys(posixpath.normpath(p) for p in paths):
+            parent = posixpath.dirname(path) or "/"
+            await self._root(target, 'mkdir -p "$1"', "/", "sh", parent)
+            await _stream_copy(self.engine, f"{source}:{path}", f"{target}:{parent}")
+
+
+async def open_container_sandbox(task: Task, options: SandboxOptions, *, solution: bool = False,
+                                 labels: dict[str, str] | None = None) -> ContainerOpened:
+    started = time.monotonic()
+    engine = require_engine(options.backend)
+    image = await task_image(engine, task, options)
+    env = task.environment
+    spec = SandboxSpec(backend=engine.name, isolation=engine.name, engine_version=engine.version, image=image.id,
+                       network=env.allow_internet, cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids,
+                       limits_via=engine.name, tool_runner_version=RUNNER_VERSION,
+                       leaf_tools_sha256=LEAF_TOOLS_SHA256)
+    opened = ContainerOpened(engine, task, options, image, labels or {}, spec)
+    try:
+        await opened.open(solution)
+    except BaseException:
+        await opened.close()
+        raise
+    opened.start_seconds = time.monotonic() - started
+    return opened
+
+
+def remove_container_leftovers(options: SandboxOptions) -> list[str]:
+    """Containers of leafcost processes that were killed, found by label and removed when their owner is gone."""
+    engine = require_engine(options.backend)
+    listed = subprocess.run(engine.command("ps", "-a", "-q", "--no-trunc", "--filter", f"label={LABEL}=1"),
+                            capture_output=True, text=True, env=client_env())
+    ids = listed.stdout.split()
+    if listed.returncode != 0 or not ids:
+        return []
+    owners = subprocess.run(engine.command("inspect", "--format", f'{{{{.Id}}}} {{{{index .Config.Labels '
+                                           f'"{OWNER_LABEL}"}}}}', *ids), capture_output=True, text=True,
+                            env=client_env())
+    gone = [line.split()[0] for line in owners.stdout.splitlines()
+            if len(line.split()) == 2 and not owner_alive(line.split()[1])]
+    if gone:
+        subprocess.run(engine.command("rm", "-f", "-t", "0", *gone), capture_output=True, env=client_env())
+    return [f"container {cid[:12]}" for cid in gone]
+
+
+async def read_file(engine: Engine, container: str, path: str, limit: int) -> bytes | None:
+    """A regular file of a (running or stopped) container, at most `limit` bytes, out of `cp`'s tar stream;
+    None when it does not exist. A link, a directory or anything larger raises OSError."""
+    process = await asyncio.create_subprocess_exec(
+        *engine.command("cp", f"{container}:{path}", "-"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=client_env())
+    assert process.stdout is not None and process.stderr is not None
+    cap, data = limit + 64 * 1024, bytearray()  # the tar stream: the file, its header and padding
+    while len(data) <= cap and (chunk := await process.stdout.read(65536)):
+        data += chunk
+    oversized = len(data) > cap
+    if oversized:
+        process.kill()
+    stderr = (await process.stderr.read()).decode("utf-8", "replace")
+    await process.wait()
+    if oversized:
+        raise OSError(f"{posixpath.basename(path)} is larger than {limit} bytes")
+    if process.returncode != 0:
+        if re.search(r"no such file|could not find", stderr, re.IGNORECASE):
+            return None
+        raise OSError(f"cannot copy {path} out of the container: {stderr.strip()[-300:]}")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(bytes(data))) as archive:
+            members = archive.getmembers()
+            if len(members) != 1 or not members[0].isreg():
+                raise OSError(f"{posixpath.basename(path)} is not a regular file")
+            if members[0].size > limit:
+                raise OSError(f"{posixpath.basename(path)} is larger than {limit} bytes")
+            handle = archive.extractfile(members[0])
+            return handle.read() if handle is not None else b""
+    except tarfile.TarError as exc:
+        raise OSError(f"the engine's tar stream for {path} is unreadable: {exc}") from None
+
+
+async def _stream_copy(engine: Engine, source: str, target: str) -> None:
+    """`cp SOURCE -` piped into `cp - TARGET`, capped; a missing source is skipped, as Harbor skips it."""
+    read_end, write_end = os.pipe()
+    try:
+        out = await asyncio.create_subprocess_exec(*engine.command("cp", source, "-"), stdout=write_end,
+                                                   stderr=subprocess.PIPE, env=client_env())
+        into = await asyncio.create_subprocess_exec(*engine.command("cp", "-", target), stdin=read_end,
+                                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                                    env=client_env())
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    _, out_error = await out.communicate()
+    _, into_error = await into.communicate()
+    if out.returncode != 0:
+        return  # the agent left nothing there
+    if into.returncode != 0:
+        raise SandboxError(f"copying artifact {source.split(':', 1)[1]} to the verifier failed: "
+                           f"{into_error.decode('utf-8', 'replace').strip()[-300:]}")
+
+
+async def _run_capped(argv: list[str], env: dict[str, str], timeout: float) -> ExecResult:
+    """An engine `exec` to completion, stdout and stderr each kept up to STREAM_CAP_BYTES. On timeout the
+    client is killed; what runs in the container is the caller's to stop (every grading step ends in a stop)."""
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(*argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                   stderr=subprocess.PIPE, env=client_env(env))
+    kept: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+    dropped = 0
+
+    async def drain(stream: asyncio.StreamReader, into: bytearray) -> None:
+        nonlocal dropped
+        while chunk := await stream.read(65536):
+            room = STREAM_CAP_BYTES - len(into)
+            into += chunk[:max(room, 0)]
+            dropped += max(len(chunk) - max(room, 0), 0)
+
+    assert process.stdout is not None and process.stderr is not None
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.gather(drain(process.stdout, kept["stdout"]),
+                                              drain(process.stderr, kept["stderr"]), process.wait()), timeout)
+    except asyncio.TimeoutError:
+        timed_out = True
+        process.kill()
+        await process.wait()
+    text = {name: data.decode("utf-8", "replace") for name, data in kept.items()}
+    return ExecResult(exit_code=None if timed_out else process.returncode, stdout=text["stdout"],
+                      stderr=text["stderr"], timed_out=timed_out, seconds=time.monotonic() - started, truncated_bytes=dropped)
+
+
+async def _running(engine: Engine, container: str) -> bool:
+    state = await engine.run("inspect", "--format", "{{.State.Running}}", container, check=False)
+    return state.text.strip() == "true"
+
+
+def _workdir(environment: EnvironmentConfig, image: ResolvedImage) -> str:
+    if environment.workdir:
+        return posixpath.normpath(posixpath.join("/", environment.workdir))
+    return image.workdir or "/"
+
+
+def _user_flags(user: str | None) -> list[str]:
+    return ["--user", user] if user is not None else []
+
+
+def _env_flags(env: dict[str, str]) -> list[str]:
+    """`--env NAME` only: the engine takes the value from its own environment, so no value is ever on a command
+    line (where `ps` would show it)."""
+    flags = []
+    for name in env:
+        if not ENV_NAME.fullmatch(name):
+            raise BuildError(f"environment variable name {name!r} is not a valid name")
+        flags += ["--env", name]
+    return flags
+
+
+def _mount(source: Path, target: str) -> list[str]:
+    return ["--mount", f"type=bind,src={Path(source).resolve()},dst={target},ro=true"]
+
+
+def _cgroup_cpu_file(pid: int) -> tuple[Path, str] | None:
+    """The container's CPU accounting file from its init process's cgroup (v1 cpuacct, else v2 cpu.stat)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            candidate = Path("/sys/fs/cgroup/cpuacct") / path.lstrip("/") / "cpuacct.usage"
+            return (candidate, "cpuacct") if candidate.exists() else None
+    v2 = next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), None)
+    if v2 is not None and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        candidate = Path("/sys/fs/cgroup") / v2.lstrip("/") / "cpu.stat"
+        return (candidate, "cpu.stat") if candidate.exists() else None
+    return None

@@ -1,0 +1,227 @@
+"""A task's environment as a real container image: the image `environment.docker_image` names (pulled when
+missing), else one the engine builds from `environment/` (every Dockerfile instruction works). The image lock pins
+each task's image to its ID, so "identical sandboxes" means the same image everywhere; the ID goes into the
+sandbox spec hash."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from sandbox.digests import update_with_tree
+from sandbox.engine import ULIMITS, Engine, EngineError
+from sandbox.protocol import BuildError, SandboxOptions
+from sandbox.tasks import EnvironmentConfig, HealthcheckConfig, Task
+
+BUILD_FORMAT = "1"  # bump when the way images are built changes, so old tags are not reused
+
+
+class ResolvedImage(BaseModel):
+    reference: str  # the name the task gave, or the tag leafcost built
+    id: str  # sha256:<hex>: what containers are created from
+    repo_digest: str | None = None
+    user: str = ""  # the image's USER; "" is root
+    workdir: str = "/"
+    healthcheck: HealthcheckConfig | None = None
+
+
+class LockedImage(BaseModel):
+    image: str
+    id: str
+    repo_digest: str | None = None
+
+
+class ImageLock(BaseModel):
+    """`leafcost images lock`'s file: every task's image (and separate verifier's) by ID."""
+
+    format: Literal[1] = 1
+    engine: str
+    tasks: dict[str, LockedImage] = Field(default_factory=dict)
+    verifiers: dict[str, LockedImage] = Field(default_factory=dict)
+
+
+async def task_image(engine: Engine, task: Task, options: SandboxOptions) -> ResolvedImage:
+    """The agent's image of `task`, held to the image lock when the run has one."""
+    return await _locked(engine, task, options, "tasks", lambda: _agent_image(engine, task))
+
+
+async def verifier_image(engine: Engine, task: Task, options: SandboxOptions) -> ResolvedImage:
+    """The image a separate verifier runs in: built from tests/Dockerfile, else the verifier environment's
+    `docker_image`, else the agent's own."""
+    return await _locked(engine, task, options, "verifiers", lambda: _verifier_image(engine, task))
+
+
+async def lock_images(engine: Engine, tasks: Sequence[Task], path: Path,
+                      on_task: Callable[[Task, ResolvedImage | None, str | None], None] | None = None) -> ImageLock:
+    """Resolves (builds or pulls) every task's image and writes the lock; a task whose image cannot be had is
+    left out and reported through `on_task` with its one-line reason."""
+    lock = ImageLock(engine=engine.name)
+    for task in tasks:
+        try:
+            image = await _agent_image(engine, task)
+            lock.tasks[task.task_id] = LockedImage(image=image.reference, id=image.id, repo_digest=image.repo_digest)
+            if task.config.verifier_mode == "separate":
+                verifier = await _verifier_image(engine, task)
+                lock.verifiers[task.task_id] = LockedImage(image=verifier.reference, id=verifier.id,
+                                                           repo_digest=verifier.repo_digest)
+        except BuildError as exc:
+            if on_task:
+                on_task(task, None, str(exc))
+            continue
+        if on_task:
+            on_task(task, image, None)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(lock.model_dump_json(indent=2) + "\n")
+    os.replace(temporary, path)
+    return lock
+
+
+def read_lock(path: Path) -> ImageLock:
+    try:
+        return ImageLock.model_validate_json(Path(path).read_bytes())
+    except OSError as exc:
+        raise BuildError(f"image lock {path}: cannot be read: {exc.strerror}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise BuildError(f"image lock {path}: {where}: {first['msg']} (write it with `leafcost images lock`)") \
+            from None
+
+
+async def _locked(engine: Engine, task: Task, options: SandboxOptions, kind: str, resolve) -> ResolvedImage:
+    if options.images_lock is None:
+        return await resolve()
+    entries: dict[str, LockedImage] = getattr(read_lock(options.images_lock), kind)
+    entry = entries.get(task.task_id)
+    if entry is None:
+        raise BuildError(f"task {task.task_id}: not in the image lock {options.images_lock}; run `leafcost images "
+                         "lock` on this suite again")
+    if await _exists(engine, entry.id):
+        return (await _inspect(engine, entry.id)).model_copy(update={"reference": entry.image})
+    if entry.repo_digest:
+        await _pull(engine, task, entry.repo_digest, task.environment.build_timeout_sec)
+        image = await _inspect(engine, entry.repo_digest)
+    else:
+        image = await resolve()
+    if image.id != entry.id:
+        raise BuildError(f"task {task.task_id}: image {entry.image} is {image.id[:19]}, but the image lock "
+                         f"{options.images_lock} says {entry.id[:19]}; it was rebuilt or re-pulled since the lock: "
+                         "restore that image or lock again")
+    return image
+
+
+async def _agent_image(engine: Engine, task: Task) -> ResolvedImage:
+    env = task.environment
+    if env.docker_image:  # as Harbor: a named image is used as it is, even beside a Dockerfile
+        return await _named(engine, task, env.docker_image, env)
+    if task.dockerfile is None:
+        raise BuildError(f"task {task.task_id}: neither environment.docker_image nor environment/Dockerfile")
+    return await _built(engine, task, task.dockerfile, task.build_context, "leafcost-env", env)
+
+
+async def _verifier_image(engine: Engine, task: Task) -> ResolvedImage:
+    env = task.config.verifier_environment or task.environment
+    if task.verifier_dockerfile is not None:
+        return await _built(engine, task, task.verifier_dockerfile, task.tests_dir, "leafcost-verifier", env)
+    if env.docker_image:
+        return await _named(engine, task, env.docker_image, env)
+    return await _agent_image(engine, task)
+
+
+# One build or pull of a reference at a time in this process; what was resolved once is not asked again.
+_GUARDS: dict[str, asyncio.Lock] = {}
+_RESOLVED: dict[tuple[str, str], ResolvedImage] = {}
+
+
+async def _named(engine: Engine, task: Task, reference: str, env: EnvironmentConfig) -> ResolvedImage:
+    async with _GUARDS.setdefault(reference, asyncio.Lock()):
+        if (engine.name, reference) not in _RESOLVED:
+            if not await _exists(engine, reference):
+                await _pull(engine, task, reference, env.build_timeout_sec)
+            _RESOLVED[engine.name, reference] = await _inspect(engine, reference)
+    return _RESOLVED[engine.name, reference]
+
+
+async def _built(engine: Engine, task: Task, dockerfile: Path, context: Path, prefix: str,
+                 env: EnvironmentConfig) -> ResolvedImage:
+    tag = f"{prefix}/{_repository_name(task.task_id)}:{await asyncio.to_thread(_build_key, dockerfile, context)}"
+    async with _GUARDS.setdefault(tag, asyncio.Lock()):
+        if (engine.name, tag) not in _RESOLVED:
+            if not await _exists(engine, tag):
+                await _build(engine, task, dockerfile, context, tag, env.build_timeout_sec)
+            built = await _inspect(engine, tag)  # a local build has no registry digest to pull it by
+            _RESOLVED[engine.name, tag] = built.model_copy(update={"repo_digest": None})
+    return _RESOLVED[engine.name, tag]
+
+
+async def _build(engine: Engine, task: Task, dockerfile: Path, context: Path, tag: str, timeout: float) -> None:
+    # Podman's own image format drops HEALTHCHECK; Docker's keeps it.
+    format_flags = ["--format", "docker"] if engine.name == "podman" else []
+    try:
+        done = await engine.run("build", *format_flags, *ULIMITS, "--label", "leafcost=1", "-t", tag, "-f",
+                                str(dockerfile), str(context), timeout=timeout, check=False)
+    except EngineError:
+        raise BuildError(f"task {task.task_id}: the image build exceeded build_timeout_sec={timeout:g}") from None
+    if done.code != 0:  # the failing step's own output is on stdout, the engine's verdict on stderr
+        raise BuildError(f"task {task.task_id}: the image build failed: {_tail(done.text, 4)} | {done.last_line()}")
+
+
+async def _pull(engine: Engine, task: Task, reference: str, timeout: float) -> None:
+    try:
+        await engine.run("pull", reference, timeout=timeout)
+    except EngineError as exc:
+        reason = exc.stderr.strip().splitlines()[-1][:300] if exc.stderr.strip() else str(exc)
+        raise BuildError(f"task {task.task_id}: image {reference} cannot be had: {reason}") from None
+
+
+async def _exists(engine: Engine, reference: str) -> bool:
+    found = await engine.run("image", "inspect", "--format", "{{.Id}}", reference, check=False)
+    return found.code == 0
+
+
+async def _inspect(engine: Engine, reference: str) -> ResolvedImage:
+    data = json.loads((await engine.run("image", "inspect", reference)).stdout)[0]
+    config = data.get("Config") or {}
+    image_id = data["Id"] if data["Id"].startswith("sha256:") else f"sha256:{data['Id']}"
+    return ResolvedImage(reference=reference, id=image_id, repo_digest=(data.get("RepoDigests") or [None])[0],
+                         user=config.get("User") or "", workdir=config.get("WorkingDir") or "/",
+                         healthcheck=image_healthcheck(data.get("Healthcheck") or config.get("Healthcheck")))
+
+
+def image_healthcheck(check: dict | None) -> HealthcheckConfig | None:
+    """Docker's HEALTHCHECK (durations in nanoseconds) as task.toml's healthcheck: a shell command."""
+    test = (check or {}).get("Test") or []
+    if len(test) < 2 or test[0] not in ("CMD-SHELL", "CMD"):
+        return None  # NONE, or nothing to run
+    command = test[1] if test[0] == "CMD-SHELL" else shlex.join(test[1:])
+    seconds = {key: check[key] / 1e9 for key in ("Interval", "Timeout", "StartPeriod", "StartInterval")
+               if check.get(key)}
+    return HealthcheckConfig(command=command, interval_sec=seconds.get("Interval", 30.0),
+                             timeout_sec=seconds.get("Timeout", 30.0), start_period_sec=seconds.get("StartPeriod", 0.0),
+                             start_interval_sec=seconds.get("StartInterval", 5.0), retries=check.get("Retries") or 3)
+
+
+def _build_key(dockerfile: Path, context: Path) -> str:
+    digest = hashlib.sha256(BUILD_FORMAT.encode() + b"\0" + dockerfile.read_bytes() + b"\0")
+    update_with_tree(digest, context)
+    return digest.hexdigest()[:24]
+
+
+def _repository_name(task_id: str) -> str:
+    """A task id as an image repository name (lowercase, [a-z0-9._-] and '/')."""
+    name = re.sub(r"[^a-z0-9._/-]+", "-", task_id.lower()).strip("-./") or "task"
+    return re.sub(r"[/]+", "/", name)
+
+
+def _tail(stderr: str, lines: int = 5) -> str:
+    kept = [line for line in stderr.strip().splitlines() if line.strip()][-lines:]
+    return " | ".join(kept)[-800:] or "no output"
