@@ -50,7 +50,8 @@ if command -v git >/dev/null 2>&1; then
 fi
 """.replace("{baseline}", _BASELINE)
 # Harbor's verifier directories, made again as root once no agent process is left.
-_RESET_VERIFIER = "rm -rf /tests /logs/verifier && mkdir -p /logs/verifier /logs/artifacts && chmod 777 /logs/verifier"
+_RESET_VERIFIER = ("rm -rf /tests /logs/verifier; if [ -L /logs ] || [ ! -d /logs ]; then rm -rf /logs; fi; "
+                   "mkdir -p /logs/verifier /logs/artifacts && chmod 777 /logs/verifier")
 ARTIFACTS_DIR = "/logs/artifacts"
 ARTIFACT_CAP_BYTES = 1 << 30
 
@@ -234,7 +235,7 @@ class ContainerOpened:
         if (sandbox := getattr(self, "sandbox", None)) is not None:
             await sandbox._stop_runner()
         if self.containers:
-            await self.engine.run("rm", "-f", "-t", "0", *self.containers, check=False, timeout=120)
+            await self.engine.run(*self.engine.remove_args(*self.containers), check=False, timeout=120)
 
     async def open(self, solution: bool) -> None:
         """The agent's container, ready: healthy, Harbor's directories made, the git baseline recorded."""
@@ -351,7 +352,7 @@ def remove_container_leftovers(options: SandboxOptions) -> list[str]:
     gone = [line.split()[0] for line in owners.stdout.splitlines()
             if len(line.split()) == 2 and not owner_alive(line.split()[1])]
     if gone:
-        subprocess.run(engine.command("rm", "-f", "-t", "0", *gone), capture_output=True, env=client_env())
+        subprocess.run(engine.command(*engine.remove_args(*gone)), capture_output=True, env=client_env())
     return [f"container {cid[:12]}" for cid in gone]
 
 

@@ -52,6 +52,10 @@ class Engine:
     def command(self, *args: str) -> list[str]:
         return [*self.argv, *args]
 
+    def remove_args(self, *containers: str) -> list[str]:
+        """Kill and remove at once (`docker rm` has no stop timeout; Podman's default would wait 10 s)."""
+        return ["rm", "-f", *(["-t", "0"] if self.name == "podman" else []), *containers]
+
     async def run(self, *args: str, timeout: float = 120.0, check: bool = True, stdin: bytes | None = None,
                   env: dict[str, str] | None = None) -> Completed:
         """One engine command to completion, its output capped; `check` raises EngineError on a non-zero exit."""

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel
 
+from sandbox.harbor import resolve_host_values
 from sandbox.protocol import ExecResult, OpenedSandbox, Sandbox
 from sandbox.tasks import Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
@@ -96,7 +97,7 @@ async def capture_patch(sandbox: Sandbox) -> tuple[str, str | None]:
 async def run_oracle(sandbox: Sandbox, task: Task) -> ExecResult:
     """Harbor's oracle: the task's own solution/solve.sh (bound read-only at /solution) instead of an agent."""
     return await sandbox.exec("bash /solution/solve.sh", timeout=task.config.agent.timeout_sec,
-                              env=task.config.solution.env)
+                              env=resolve_host_values(task.config.solution.env, "solution.env"))
 
 
 async def _run_verifier(sandbox: Sandbox, task: Task, user: str | None) -> ExecResult:
@@ -104,7 +105,8 @@ async def _run_verifier(sandbox: Sandbox, task: Task, user: str | None) -> ExecR
     await sandbox.exec(f"{_GIT} add -A", timeout=PATCH_TIMEOUT_SEC, user=user)
     # Python validates .pyc files by mtime (whole seconds) and size: an edit made within the second of an earlier
     # import, keeping the size, would be graded on stale bytecode. The verifier gets a bytecode cache of its own.
-    env = {"PYTHONPYCACHEPREFIX": f"/tmp/leafcost-verifier-{uuid.uuid4().hex}", **task.config.verifier.env}
+    env = {"PYTHONPYCACHEPREFIX": f"/tmp/leafcost-verifier-{uuid.uuid4().hex}",
+           **resolve_host_values(task.config.verifier.env, "verifier.env")}
     result = await sandbox.exec("bash /tests/test.sh", timeout=task.config.verifier.timeout_sec, env=env, user=user)
     return result.model_copy(update={"seconds": time.monotonic() - started})
 

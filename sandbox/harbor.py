@@ -4,15 +4,19 @@ Windows, Compose sidecars, multi-step tasks, MCP servers, skills) is refused nam
 
 from __future__ import annotations
 
+import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from sandbox.protocol import BuildError
 from sandbox.tasks import Suite, Task, TaskConfig, TaskLoadError, unknown_keys
 
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml")
+HOST_TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?\}", re.DOTALL)
 # Parts of a pydantic error location that name a member of a union (`str`, `ArtifactConfig`), not a key.
 _SCALAR_TAGS = frozenset({"str", "int", "float", "bool"})
 
@@ -137,7 +141,29 @@ def _unsupported_environment(environment: dict[str, Any], where: str) -> list[st
         reasons.append(f"{where}.mcp_servers is not supported (Leaf has five tools and no MCP client)")
     if environment.get("skills_dir") is not None:
         reasons.append(f"{where}.skills_dir is not supported (Leaf has no skills)")
+    env = environment.get("env")
+    for key, value in (env.items() if isinstance(env, dict) and where == "environment" else []):
+        if isinstance(value, str) and HOST_TEMPLATE.fullmatch(value):
+            reasons.append(f"{where}.env.{key} = {value!r} is not supported (it would copy a variable of this "
+                           "machine into the agent's sandbox; write the value itself)")
     return reasons
+
+
+def resolve_host_values(env: dict[str, str], field: str) -> dict[str, str]:
+    """Harbor's `${VAR}` and `${VAR:-default}` in verifier.env and solution.env, from this machine's environment
+    when the verifier or the oracle starts (never stored with the task); a missing variable is a task error."""
+    resolved = {}
+    for key, value in env.items():
+        match = HOST_TEMPLATE.fullmatch(value)
+        if match is None:
+            resolved[key] = value
+        elif match.group(1) in os.environ:
+            resolved[key] = os.environ[match.group(1)]
+        elif match.group(2) is not None:
+            resolved[key] = match.group(2)
+        else:
+            raise BuildError(f"{field}.{key} = {value!r}: set {match.group(1)} in leafcost's environment")
+    return resolved
 
 
 def _table(data: dict[str, Any], key: str) -> dict[str, Any]:

@@ -79,14 +79,14 @@ def test_the_agent_runs_as_agent_user_with_task_env_and_never_sees_the_verifiers
 
 
 def test_forged_rewards_planted_links_and_leftover_processes_do_not_reach_the_verdict(podman, make_task):
-    """The agent (root in its container) plants a reward, replaces /tests and /logs/verifier with links, and
-    leaves a process that rewrites the reward forever: the verifier's own 0 is what counts."""
+    """The agent (root in its container) plants a reward, replaces /tests with a link and /logs with a
+    file, and leaves a process that rewrites the reward forever: the verifier's own 0 is what counts."""
     task = make_task("forger", files={"tests/test.sh": "mkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\n"})
 
     async def forge(opened):
-        script = ("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && rm -rf /tests && "
-                  "ln -s /etc /tests && (while true; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; "
-                  "echo 1 > /logs/verifier/reward.json 2>/dev/null; sleep 0.05; done) >/dev/null 2>&1 & echo planted")
+        script = ("rm -rf /tests && ln -s /etc /tests && rm -rf /logs && echo 1 > /logs && "
+                  "(while true; do [ -d /logs ] && mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt; "
+                  "sleep 0.05; done) >/dev/null 2>&1 & echo planted")
         assert "planted" in await opened.sandbox.run_tool("Bash", {"command": script})
 
     verification, _ = run(graded(task, podman, forge))

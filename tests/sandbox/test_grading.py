@@ -206,3 +206,19 @@ def test_task_toml_workdir_and_env_reach_the_agent_locally(make_task, sandbox_op
 
     result = run(exec_once(task, sandbox_options, "pwd; ls; echo $GREETING"))
     assert result.stdout == "/srv/work\ncalc.py\nhi from task.toml\n", result.stderr
+
+
+def test_verifier_env_takes_host_variables_as_harbor_does_and_a_missing_one_is_a_task_error(make_task,
+                                                                                            sandbox_options,
+                                                                                            monkeypatch):
+    test_sh = ("#!/bin/bash\nmkdir -p /logs/verifier\n"
+               "if [ \"$JUDGE_KEY:$MODEL\" = 'sk-judge:haiku' ]; then echo 1; else echo 0; fi "
+               "> /logs/verifier/reward.txt\n")
+    task = make_task("judge", files={"tests/test.sh": test_sh})
+    task.config.verifier.env = {"JUDGE_KEY": "${LEAFCOST_TEST_JUDGE_KEY}", "MODEL": "${LEAFCOST_TEST_MODEL:-haiku}"}
+    monkeypatch.setenv("LEAFCOST_TEST_JUDGE_KEY", "sk-judge")
+    monkeypatch.delenv("LEAFCOST_TEST_MODEL", raising=False)
+    assert run(graded(task, sandbox_options)).resolved is True
+    monkeypatch.delenv("LEAFCOST_TEST_JUDGE_KEY")
+    with pytest.raises(BuildError, match=r"verifier.env.JUDGE_KEY = .*: set LEAFCOST_TEST_JUDGE_KEY"):
+        run(graded(task, sandbox_options))

@@ -426,3 +426,13 @@ def test_builtin_suite_has_at_least_twelve_tasks_in_several_languages():
     assert all(t.warnings == [] and t.environment.allow_internet is False for t in suite.tasks)
     languages = {t.config.metadata["tags"][0] for t in suite.tasks}
     assert len(languages - {"python"}) >= 2
+
+
+def test_a_host_variable_in_the_agents_env_is_refused_and_allowed_for_the_verifier(tmp_path):
+    toml = GOOD_TOML + '[environment.env]\nTOKEN = "${HOME}"\n[verifier.env]\nJUDGE_KEY = "${JUDGE_KEY}"\n'
+    with pytest.raises(TaskFormatError) as refused:
+        load_harbor_task(make_task(tmp_path, "agent-host-var", toml))
+    assert "environment.env.TOKEN = '${HOME}' is not supported" in str(refused.value)
+    verifier_only = GOOD_TOML + '[verifier.env]\nJUDGE_KEY = "${JUDGE_KEY}"\nMODEL = "${JUDGE_MODEL:-haiku}"\n'
+    task = load_harbor_task(make_task(tmp_path, "judge", verifier_only))
+    assert task.config.verifier.env == {"JUDGE_KEY": "${JUDGE_KEY}", "MODEL": "${JUDGE_MODEL:-haiku}"}
