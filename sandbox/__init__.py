@@ -8,7 +8,7 @@ from sandbox.harbor import TaskFormatError, load_harbor_task
 from sandbox.leaf_tools import LEAF_TOOL_NAMES, LEAF_TOOLS, bash_arguments
 from sandbox.local import LocalSandbox, require_isolation
 from sandbox.protocol import (BuildError, ExecResult, OpenedSandbox, Sandbox, SandboxError, SandboxOptions,
-                              SandboxSpec)
+                              SandboxSpec, write_file)
 from sandbox.suites import BUILTIN_SUITE, SuiteError, load_suite
 from sandbox.tasks import Suite, Task, TaskLoadError
 
@@ -18,5 +18,5 @@ __all__ = [
     "Suite", "SuiteError", "Task", "TaskFormatError", "TaskLoadError", "Verification", "bash_arguments",
     "build_environment", "load_harbor_task", "load_suite", "open_sandbox", "remove_leftovers", "require_backend",
     "require_isolation",
-    "run_oracle", "verify",
+    "run_oracle", "verify", "write_file",
 ]

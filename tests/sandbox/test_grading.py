@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import pytest
 
 from compare.validate import validate_task
 from conftest import exec_once
-from sandbox import BuildError, open_sandbox, run_oracle, verify
+from sandbox import BuildError, open_sandbox, run_oracle, verify, write_file
 from sandbox.grading import capture_patch
 
 
@@ -222,3 +223,25 @@ def test_verifier_env_takes_host_variables_as_harbor_does_and_a_missing_one_is_a
     monkeypatch.delenv("LEAFCOST_TEST_JUDGE_KEY")
     with pytest.raises(BuildError, match=r"verifier.env.JUDGE_KEY = .*: set LEAFCOST_TEST_JUDGE_KEY"):
         run(graded(task, sandbox_options))
+
+
+@pytest.mark.parametrize("backend", ["local", "podman"])
+def test_write_file_puts_bytes_in_any_backend_without_a_host_path(backend, make_task, sandbox_options, request):
+    if backend == "podman":
+        request.getfixturevalue("container_images")
+    options = sandbox_options.model_copy(update={"backend": backend})
+    data = bytes(range(256)) * 64 + b"'; rm -rf / #\n$(true)"
+    task = make_task(f"write-{backend}")
+
+    async def scenario():
+        opened = await open_sandbox(task, options)
+        try:
+            await write_file(opened.sandbox, "/app/it's here.bin", data)
+            digest = await opened.sandbox.exec("sha256sum \"it's here.bin\" | cut -c1-64", timeout=30)
+            with pytest.raises(ValueError, match="at most"):
+                await write_file(opened.sandbox, "/app/big", b"x" * (64 * 1024 + 1))
+            return digest.stdout.strip()
+        finally:
+            await opened.close()
+
+    assert run(scenario()) == hashlib.sha256(data).hexdigest()
