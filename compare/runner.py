@@ -177,8 +177,7 @@ class Runner:
 
     def _load_suite(self) -> Suite:
         try:
-            suite = load_suite(self.spec.suite, repos=Path(self.spec.repos) if self.spec.repos else None,
-                               cache_dir=self.options.cache_dir)
+            suite = load_suite(self.spec.suite, cache_dir=self.options.cache_dir, swebench_images=self.spec.swebench)
         except ValueError as exc:
             raise RunError(str(exc)) from None
         for error in suite.errors:
@@ -383,7 +382,7 @@ class Runner:
             if opened.sandbox.alive and result.exit_reason != "cancelled":
                 verification = await verify(opened, task)
                 outcome.patch, outcome.patch_error = verification.patch, verification.patch_error
-                outcome.grade = verification.grade
+                outcome.grade, outcome.rewards = verification.grade, verification.reward_document
                 outcome.resolved = outcome.grade.resolved
         except SandboxError as exc:
             outcome.infra_error, outcome.error = True, f"{type(exc).__name__}: {exc}"
@@ -416,6 +415,7 @@ class Runner:
                            "attempt": attempt, "trajectory_id": outcome.episode_id,
                            "error": outcome.error or (result.error if result else None),
                            "grade": outcome.grade.model_dump() if outcome.grade else None,
+                           "rewards": outcome.rewards,
                            "sandbox_spec_hash": outcome.sandbox.spec_hash if outcome.sandbox else None})
         _write_json_atomic(path, trajectory)
         grade_result = outcome.grade
@@ -452,6 +452,7 @@ class _Outcome:
         self.result: EpisodeResult | None = None
         self.sandbox = None
         self.grade = None
+        self.rewards: dict | None = None  # reward.json's keys, or SWE-bench's report
         self.patch = ""
         self.patch_error: str | None = None
         self.exit_reason: str | None = None  # set when the harness, not the episode, decided how it ended

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from adapters.scrubbing import url_secrets
+from sandbox import SWEBenchImages
 
 ARM_NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
 # Upper bounds far above any real plan: a value past them is a typo, and the ledger's columns are 64-bit.
@@ -182,7 +183,8 @@ class CostConfig(_Strict):
 class RunSpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
     suite: str
-    repos: str | None = None
+    swebench: SWEBenchImages = Field(default_factory=SWEBenchImages,
+                                     description="SWE-bench suites: how the instance images are named")
     tasks: list[str] | None = Field(None, description="only these task ids")
     limit: int | None = Field(None, gt=0, le=10_000_000, description="only the first N tasks (after shuffling)")
     seeds: int = Field(3, gt=0, le=10_000)
@@ -199,6 +201,9 @@ class RunSpec(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _apply_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "repos" in data:
+            raise ValueError("repos: no longer read: SWE-bench instances run in their own images, which hold the "
+                             "repository (remove the key; see `swebench:` for the images' namespace and tag)")
         if isinstance(data, dict) and data.get("preset") == "leaf":
             return apply_leaf_preset(data)
         return data

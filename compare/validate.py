@@ -95,7 +95,8 @@ async def _oracle_run(task: Task, options: SandboxOptions, problems: list[str]) 
         problems.append(f"oracle run: {result.error}: {result.detail}{_last_lines(result.output_tail)}")
         return None
     if not result.resolved:
-        problems.append(f"the oracle (solution/solve.sh) does not resolve the task (reward {result.reward:g})"
+        why = f": {result.detail}" if result.detail else ""
+        problems.append(f"the oracle (solution/solve.sh) does not resolve the task (reward {result.reward:g}){why}"
                         f"{_last_lines(result.output_tail)}")
     return result.resolved
 

@@ -9,13 +9,14 @@ from sandbox.leaf_tools import LEAF_TOOL_NAMES, LEAF_TOOLS, bash_arguments
 from sandbox.local import LocalSandbox, require_isolation
 from sandbox.protocol import (BuildError, ExecResult, OpenedSandbox, Sandbox, SandboxError, SandboxOptions,
                               SandboxSpec, write_file)
-from sandbox.suites import BUILTIN_SUITE, SuiteError, load_suite
-from sandbox.tasks import Suite, Task, TaskLoadError
+from sandbox.suites import BUILTIN_SUITE, load_suite
+from sandbox.swebench import SWEBenchImages
+from sandbox.tasks import Suite, SuiteError, Task, TaskLoadError
 
 __all__ = [
     "BUILTIN_SUITE", "BuildError", "BuiltEnvironment", "ExecResult", "GradeResult", "LEAF_TOOLS",
     "LEAF_TOOL_NAMES", "LocalSandbox", "OpenedSandbox", "Sandbox", "SandboxError", "SandboxOptions", "SandboxSpec",
-    "Suite", "SuiteError", "Task", "TaskFormatError", "TaskLoadError", "Verification", "bash_arguments",
+    "SWEBenchImages", "Suite", "SuiteError", "Task", "TaskFormatError", "TaskLoadError", "Verification", "bash_arguments",
     "build_environment", "load_harbor_task", "load_suite", "open_sandbox", "remove_leftovers", "require_backend",
     "require_isolation",
     "run_oracle", "verify", "write_file",

@@ -204,6 +204,9 @@ async def open_local_sandbox(task: Task, options: SandboxOptions, *, solution: b
 def unsupported_locally(task: Task) -> list[str]:
     """What a task asks that a bubblewrap replay over the host cannot give, each naming its field."""
     config, env = task.config, task.environment
+    if task.swebench is not None:  # one reason says it all: the rest follows from the image
+        return [f"SWE-bench's instance image {task.swebench.image} (the Python version and the installed repository "
+                "of its conda env testbed, which the eval script activates; this host has neither)"]
     reasons = []
     if config.agent.user is not None:
         reasons.append("agent.user (everything runs as one unprivileged user)")

@@ -5,6 +5,7 @@ oracle run that proves a task solvable. Written against the sandbox protocol onl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
@@ -13,9 +14,10 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel
 
+from sandbox import swebench_grading
 from sandbox.harbor import resolve_host_values
-from sandbox.protocol import ExecResult, OpenedSandbox, Sandbox
-from sandbox.tasks import Task
+from sandbox.protocol import ExecResult, OpenedSandbox, Sandbox, write_file
+from sandbox.tasks import SWEBenchFacts, Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
 
 PATCH_TIMEOUT_SEC = 120.0
@@ -45,6 +47,7 @@ class GradeErrorKind:
     VERIFIER_TIMEOUT = "verifier_timeout"
     REWARD_MISSING = "reward_missing"
     REWARD_INVALID = "reward_invalid"
+    PATCH_UNAVAILABLE = "patch_unavailable"  # SWE-bench grades the patch alone, and there is none to grade
 
 
 class Verification(BaseModel):
@@ -53,28 +56,37 @@ class Verification(BaseModel):
     patch: str = ""
     patch_error: str | None = None
     grade: GradeResult
-    reward_document: dict | None = None  # reward.json as the verifier wrote it, when it is a JSON object
+    reward_document: dict | None = None  # reward.json as the verifier wrote it, or SWE-bench's report
 
 
 async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> Verification:
     """Kills every agent process; patch capture in a fresh sandbox over the agent's files; then the verifier in
-    its own fresh sandbox. The verifier's own leftovers are killed too before its reward is read."""
+    its own fresh sandbox. The verifier's own leftovers are killed too before its reward is read. A SWE-bench
+    instance is graded on the patch alone (its verifier is a fresh container that gets only the patch), so its
+    patch is always captured."""
+    swebench = task.swebench
     try:
-        if capture:
+        if capture or swebench is not None:
             await opened.quiesce()
             patch, patch_error = await capture_patch(opened.sandbox)
         else:
             patch, patch_error = "", None
         await opened.start_verifier()
+        if swebench is not None and patch:
+            await write_file(opened.sandbox, swebench_grading.PATCH_PATH, patch.encode(), user="root")
         result = await _run_verifier(opened.sandbox, task, opened.verifier_user)
     finally:
         await opened.stop()
-    if not result.timed_out:
-        reward, error, detail, document = await read_reward(opened.read_verifier_file)
-    else:
+    tail = (result.stdout + "\n" + result.stderr).strip()[-2000:]
+    if result.timed_out:
         reward, error, document = None, GradeErrorKind.VERIFIER_TIMEOUT, None
         detail = f"test.sh ran longer than verifier timeout_sec={task.config.verifier.timeout_sec:g}"
-    tail = (result.stdout + "\n" + result.stderr).strip()[-2000:]
+    elif swebench is not None:
+        reward, error, detail, document, log_tail = await read_swebench_report(
+            opened.read_verifier_file, swebench, patch, patch_error)
+        tail = tail or log_tail
+    else:
+        reward, error, detail, document = await read_reward(opened.read_verifier_file)
     grade = GradeResult(resolved=reward is not None and reward >= 1, reward=reward, error=error, detail=detail,
                         seconds=result.seconds, exit_code=result.exit_code, output_tail=tail)
     return Verification(patch=patch, patch_error=patch_error, grade=grade, reward_document=document)
@@ -102,11 +114,13 @@ async def run_oracle(sandbox: Sandbox, task: Task) -> ExecResult:
 
 async def _run_verifier(sandbox: Sandbox, task: Task, user: str | None) -> ExecResult:
     started = time.monotonic()
-    await sandbox.exec(f"{_GIT} add -A", timeout=PATCH_TIMEOUT_SEC, user=user)
-    # Python validates .pyc files by mtime (whole seconds) and size: an edit made within the second of an earlier
-    # import, keeping the size, would be graded on stale bytecode. The verifier gets a bytecode cache of its own.
-    env = {"PYTHONPYCACHEPREFIX": f"/tmp/leafcost-verifier-{uuid.uuid4().hex}",
-           **resolve_host_values(task.config.verifier.env, "verifier.env")}
+    env = resolve_host_values(task.config.verifier.env, "verifier.env")
+    if task.swebench is None:
+        await sandbox.exec(f"{_GIT} add -A", timeout=PATCH_TIMEOUT_SEC, user=user)
+        # Python validates .pyc files by mtime (whole seconds) and size: an edit made within the second of an
+        # earlier import, keeping the size, would be graded on stale bytecode. The verifier gets a bytecode cache
+        # of its own. (SWE-bench's verifier is a fresh container, run exactly as SWE-bench's harness runs it.)
+        env = {"PYTHONPYCACHEPREFIX": f"/tmp/leafcost-verifier-{uuid.uuid4().hex}", **env}
     result = await sandbox.exec("bash /tests/test.sh", timeout=task.config.verifier.timeout_sec, env=env, user=user)
     return result.model_copy(update={"seconds": time.monotonic() - started})
 
@@ -145,6 +159,25 @@ async def read_reward(read: Callable[[str, int], Awaitable[bytes | None]]
             return None, GradeErrorKind.REWARD_INVALID, f"reward.txt unreadable: {exc}", None
         return (*_as_reward(text, "reward.txt"), None)
     return None, GradeErrorKind.REWARD_MISSING, "the verifier wrote neither reward.json nor reward.txt", None
+
+
+async def read_swebench_report(read: Callable[[str, int], Awaitable[bytes | None]], facts: SWEBenchFacts,
+                               patch: str, patch_error: str | None
+                               ) -> tuple[float | None, str | None, str | None, dict | None, str]:
+    """SWE-bench's verdict on the eval script's log: (reward 1 or 0, error, detail, SWE-bench's report, the log's
+    last lines). No patch to grade, or no log to read, gives no verdict."""
+    if patch_error is not None:
+        return None, GradeErrorKind.PATCH_UNAVAILABLE, f"no patch to grade: {patch_error}", None, ""
+    name = swebench_grading.TEST_OUTPUT
+    try:
+        log = await read(name, swebench_grading.LOG_CAP_BYTES)
+    except OSError as exc:
+        return None, GradeErrorKind.REWARD_INVALID, f"{name} unreadable: {exc}", None, ""
+    if log is None:
+        return None, GradeErrorKind.REWARD_MISSING, f"the verifier wrote no {name}", None, ""
+    report = await asyncio.to_thread(swebench_grading.grade_log, facts, log, patch)
+    tail = log[-2000:].decode("utf-8", "replace").strip()
+    return (1.0 if report.get("resolved") else 0.0), None, swebench_grading.why_unresolved(report), report, tail
 
 
 def _as_reward(value: object, source: str) -> tuple[float | None, str | None, str | None]:

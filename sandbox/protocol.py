@@ -136,19 +136,21 @@ class OpenedSandbox(Protocol):
         """Stops and removes everything of this attempt."""
 
 
-WRITE_CAP_BYTES = 64 * 1024  # its base64 must fit one argument (128 KiB on Linux)
+WRITE_CHUNK_BYTES = 48 * 1024  # its base64 (64 KiB) must fit one argument (128 KiB on Linux)
+WRITE_CAP_BYTES = 16 << 20
 
 
 async def write_file(sandbox: Sandbox, path: str, data: bytes, *, user: str | None = None,
                      timeout: float = 60.0) -> None:
-    """Puts `data` at `path` inside the sandbox through the sandbox's own shell, as `user`: no host path is
-    involved, so it works alike in every backend. For small files (a prediction, a config); larger trees go in
-    with the backend's own copy."""
+    """Puts `data` at `path` inside the sandbox through the sandbox's own shell, as `user`, in pieces that fit a
+    command line: no host path is involved, so it works alike in every backend. For a prediction or a config (at
+    most WRITE_CAP_BYTES); trees go in with the backend's own copy."""
     if len(data) > WRITE_CAP_BYTES:
         raise ValueError(f"write_file takes at most {WRITE_CAP_BYTES} bytes, not {len(data)}")
-    encoded = base64.b64encode(data).decode()
-    command = f"printf %s {encoded} | base64 -d > {shlex.quote(path)}"
-    result = await sandbox.exec(command, timeout=timeout, user=user)
-    if not result.ok:
-        raise SandboxError(f"could not write {path} in the sandbox: {(result.stderr or result.stdout).strip()[-300:]}")
-
+    for start in range(0, max(len(data), 1), WRITE_CHUNK_BYTES):
+        encoded = base64.b64encode(data[start:start + WRITE_CHUNK_BYTES]).decode()
+        command = f"printf %s {encoded} | base64 -d {'>>' if start else '>'} {shlex.quote(path)}"
+        result = await sandbox.exec(command, timeout=timeout, user=user)
+        if not result.ok:
+            raise SandboxError(f"could not write {path} in the sandbox: "
+                               f"{(result.stderr or result.stdout).strip()[-300:]}")

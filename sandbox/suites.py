@@ -5,16 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from sandbox.harbor import TaskFormatError, load_harbor_suite, load_harbor_task
-from sandbox.tasks import Suite, TaskLoadError
+from sandbox.tasks import Suite, SuiteError, TaskLoadError
 
 BUILTIN_SUITE = Path(__file__).parent / "suites" / "builtin"
 
 
-class SuiteError(ValueError):
-    """The suite as a whole could not be read (as opposed to one broken task in it)."""
-
-
-def load_suite(name: str, *, repos: Path | None = None, cache_dir: Path | None = None) -> Suite:
+def load_suite(name: str, *, cache_dir: Path | None = None, swebench_images=None) -> Suite:
+    """`swebench_images` (a `SWEBenchImages`) names SWE-bench's instance images another way than the rows do."""
     if name == "builtin":
         return load_harbor_suite(BUILTIN_SUITE, name="builtin")
     path = Path(name)
@@ -32,5 +29,5 @@ def load_suite(name: str, *, repos: Path | None = None, cache_dir: Path | None =
     if path.suffix in {".json", ".jsonl"}:
         from sandbox.swebench import load_swebench_suite
 
-        return load_swebench_suite(path, repos=repos, cache_dir=cache_dir)
+        return load_swebench_suite(path, cache_dir=cache_dir, images=swebench_images)
     raise SuiteError(f"suite {name!r}: a file suite must be SWE-bench .json or .jsonl")

@@ -1,54 +1,74 @@
-"""Loads SWE-bench instances (JSON or JSONL) into `Task`s: each instance is materialized once as a Harbor task
-directory in the cache (the repository at base_commit without history, hidden tests that apply the test patch
-and grade the log with `swebench_grader.py`, the gold patch as the oracle) and loaded like any Harbor task."""
+"""Loads SWE-bench instances (JSON or JSONL rows, as `swebench` 5 reads them) into `Task`s that run in SWE-bench's
+own instance images and grade as SWE-bench grades them.
+
+Since swebench 5.0, a dataset row carries its own evaluation: `image` (the instance image, where the repository sits
+at /testbed at base_commit, installed in conda env `testbed` with the Python it needs), `eval_script`, `log_parser`
+and `eval_type`. Each instance is materialized once as a Harbor task directory in the cache: the image as
+`environment.docker_image`, the problem statement as the instruction, the gold patch as the oracle, and a separate
+verifier (a fresh container from the same image) that applies the model's patch and runs the eval script as
+SWE-bench's harness does; the host grades its log with SWE-bench's own parser and report (`swebench_grading`).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import re
-import shlex
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sandbox import swebench_grading
 from sandbox.harbor import TaskFormatError, load_harbor_task
-from sandbox.tasks import Suite, Task, TaskLoadError
+from sandbox.tasks import Suite, SuiteError, SWEBenchFacts, Task, TaskLoadError
 
-GRADER = Path(__file__).with_name("swebench_grader.py")
-VERIFIER_TIMEOUT_SEC = 1800.0
+VERIFIER_TIMEOUT_SEC = 1800.0  # SWE-bench's default per-instance evaluation timeout
 AGENT_TIMEOUT_SEC = 10800.0
 WORKDIR = "/testbed"
-# SWE-bench's get_test_directives drops these from the files a test patch touches.
-NON_TEST_SUFFIXES = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
+DEFAULT_NAMESPACE = "swebench"
+DEFAULT_TAG = "latest"
+# What a row needs since swebench 5.0 moved each instance's evaluation out of the package into the dataset.
+EVALUATION_FIELDS = ("eval_script", "log_parser")
+
+
+class SWEBenchImages(BaseModel):
+    """Where the instance images come from: SWE-bench's naming (`<namespace>/sweb.eval.x86_64.<id>:<tag>`, `__` in
+    the id written `_1776_`). Unset, a row's own `image` is used; set, every image is named with these (a mirror
+    registry, another tag); namespace 'none' gives the names of images built locally by SWE-bench's tools."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$", max_length=200)
+    tag: str | None = Field(None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 class SWEBenchInstance(BaseModel):
-    """One SWE-bench instance as the public dataset spells it; extra dataset columns are ignored."""
+    """One SWE-bench row as the published datasets spell it; other dataset columns are ignored."""
 
     model_config = ConfigDict(extra="ignore")
 
     instance_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", max_length=200)
     repo: str = Field(pattern=r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+$")
-    base_commit: str = Field(pattern=r"^[^\s\-][^\s]*$")
+    base_commit: str = Field(pattern=r"^[0-9a-fA-F]{7,64}$")
+    version: str = ""
     problem_statement: str = Field(min_length=1)
     patch: str = Field(min_length=1)
     test_patch: str = Field(min_length=1)
     FAIL_TO_PASS: list[str] = Field(min_length=1)
     PASS_TO_PASS: list[str]
-    version: str | None = None
-    test_cmd: str | None = None
-    log_parser: Literal["pytest", "unittest"] = "pytest"
+    image: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]*$", max_length=400)
+    eval_script: str = Field(min_length=1)
+    log_parser: str
+    eval_type: str | None = None
+    image_assets: Any = None
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod
     def _json_encoded_list(cls, value: Any) -> Any:
-        """The public dataset stores these lists as JSON text."""
+        """The published datasets store these lists as JSON text."""
         if isinstance(value, str):
             try:
                 return json.loads(value)
@@ -59,33 +79,60 @@ class SWEBenchInstance(BaseModel):
     @field_validator("version", mode="before")
     @classmethod
     def _version_as_text(cls, value: Any) -> Any:
+        if value is None:
+            return ""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
         return value
 
-    @field_validator("log_parser", mode="before")
+    @field_validator("eval_script")
     @classmethod
-    def _null_log_parser_is_default(cls, value: Any) -> Any:
-        return "pytest" if value is None else value
+    def _brackets_its_test_output(cls, value: str) -> str:
+        constants = swebench_grading.swebench().constants
+        missing = [m for m in (constants.START_TEST_OUTPUT, constants.END_TEST_OUTPUT) if m not in value]
+        if missing:
+            raise ValueError(f"has no {' and no '.join(repr(m) for m in missing)} marker, so SWE-bench's grading "
+                             "cannot find the test output")
+        return value
 
-    @field_validator("test_cmd")
+    @field_validator("log_parser")
     @classmethod
-    def _blank_test_cmd_is_none(cls, value: str | None) -> str | None:
-        return value if value and value.strip() else None
+    def _known_parser(cls, value: str) -> str:
+        if value not in swebench_grading.parser_names():
+            raise ValueError(f"is not one of swebench {swebench_grading.SWEBENCH_VERSION}'s "
+                             f"{len(swebench_grading.parser_names())} log parsers (parse_log_pytest, parse_log_django, "
+                             "...)")
+        return value
+
+    @field_validator("eval_type")
+    @classmethod
+    def _known_eval_type(cls, value: str | None) -> str | None:
+        if value is not None and value not in swebench_grading.eval_type_names():
+            raise ValueError(f"must be one of {', '.join(sorted(swebench_grading.eval_type_names()))}")
+        return value
+
+    @field_validator("image_assets")
+    @classmethod
+    def _no_binary_assets(cls, value: Any) -> Any:
+        if value not in (None, "", {}, [], "{}"):
+            raise ValueError("binary test assets (SWE-bench Multimodal) are not supported")
+        return value
 
 
 class _InstanceError(Exception):
     """One instance cannot become a task; the message says why and what to do."""
 
 
-def load_swebench_suite(path: Path, repos: Path | None = None, cache_dir: Path | None = None) -> Suite:
+def load_swebench_suite(path: Path, cache_dir: Path | None = None, images: SWEBenchImages | None = None) -> Suite:
     """Every instance of the file as a task; a broken instance becomes a TaskLoadError and never stops the rest."""
     path = Path(path)
+    swebench_grading.swebench()  # the pinned package, or one clear error for the whole suite
     if cache_dir is None:
         from sandbox.protocol import default_cache_dir
 
         cache_dir = default_cache_dir()
     cache_root = Path(cache_dir) / "swebench"
+    images = images or SWEBenchImages()
     tasks: list[Task] = []
     errors: list[TaskLoadError] = []
     seen: set[str] = set()
@@ -99,48 +146,27 @@ def load_swebench_suite(path: Path, repos: Path | None = None, cache_dir: Path |
             if instance.instance_id in seen:
                 raise _InstanceError(f"instance {instance.instance_id} ({where}): duplicate instance_id")
             seen.add(instance.instance_id)
-            tasks.append(_load_instance(instance, repos, cache_root))
+            tasks.append(_load_instance(instance, images, cache_root))
         except _InstanceError as exc:
             errors.append(TaskLoadError(task_id=task_id, path=f"{path}:{where}", error=str(exc)))
     return Suite(name=path.stem, tasks=tasks, errors=errors)
 
 
-def find_repository(repos: Path | None, repo: str) -> Path:
-    """`repos` itself when it is a git repository, else its mirror of `owner/name` in any of SWE-bench's layouts."""
-    owner, name = repo.split("/", 1)
-    fix = (f"pass --repos with a clone of {repo} (git clone https://github.com/{repo}) or a directory holding "
-           f"clones named {owner}__{name}, {owner}/{name} or {name}")
-    if repos is None:
-        raise _InstanceError(f"no repository for {repo}: {fix}")
-    repos = Path(repos).expanduser()
-    if _is_git_repository(repos):
-        return repos
-    candidates = [repos / f"{owner}__{name}", repos / owner / name, repos / name]
-    tried = [p for c in candidates for p in (c, c.with_name(c.name + ".git"))]
-    for candidate in tried:
-        if _is_git_repository(candidate):
-            return candidate
-    raise _InstanceError(f"no git repository for {repo}; tried {', '.join(str(p) for p in [repos, *tried])}: {fix}")
+def image_name(instance_id: str, namespace: str | None = DEFAULT_NAMESPACE, tag: str = DEFAULT_TAG) -> str:
+    """SWE-bench's instance image name: a registry's (`__` is not allowed there, so SWE-bench writes `_1776_`), or
+    with namespace None that of an image its tools built locally."""
+    key = f"sweb.eval.x86_64.{instance_id}:{tag}"
+    if namespace is not None:
+        key = f"{namespace}/{key}".replace("__", "_1776_")
+    return key.lower()
 
 
-def patch_files(test_patch: str) -> list[str]:
-    """Every file a patch touches, both sides of a rename, in order of appearance."""
-    files: list[str] = []
-    for old, new in _diff_paths(test_patch):
-        for name in (new, old):
-            if name not in files:
-                files.append(name)
-    return files
-
-
-def default_test_cmd(test_patch: str) -> str:
-    directives = list(dict.fromkeys(new for _, new in _diff_paths(test_patch) if not new.endswith(NON_TEST_SUFFIXES)))
-    return " ".join(["python3 -m pytest -rA -p no:cacheprovider", *map(shlex.quote, directives)])
-
-
-def image_name(instance_id: str) -> str:
-    """The SWE-bench evaluation image on Docker Hub (`__` is not allowed there, so SWE-bench writes `_1776_`)."""
-    return f"swebench/sweb.eval.x86_64.{instance_id.replace('__', '_1776_').lower()}:latest"
+def instance_image(instance: SWEBenchInstance, images: SWEBenchImages) -> str:
+    """The row's own image unless the run names the images itself."""
+    if instance.image and images.namespace is None and images.tag is None:
+        return instance.image
+    namespace = images.namespace or DEFAULT_NAMESPACE
+    return image_name(instance.instance_id, None if namespace == "none" else namespace, images.tag or DEFAULT_TAG)
 
 
 def _read_records(path: Path) -> list[tuple[str, Any]]:
@@ -148,9 +174,9 @@ def _read_records(path: Path) -> list[tuple[str, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise _suite_error(f"suite {str(path)!r}: cannot read the file: {exc}") from None
+        raise SuiteError(f"suite {str(path)!r}: cannot read the file: {exc}") from None
     if not text.strip():
-        raise _suite_error(f"suite {str(path)!r}: the file is empty (expected SWE-bench instances as JSON or JSONL)")
+        raise SuiteError(f"suite {str(path)!r}: the file is empty (expected SWE-bench instances as JSON or JSONL)")
     try:
         whole = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -160,7 +186,7 @@ def _read_records(path: Path) -> list[tuple[str, Any]]:
             return [("item 1", whole)]
         if isinstance(whole, list):
             return [(f"item {i}", raw) for i, raw in enumerate(whole, start=1)]
-        raise _suite_error(f"suite {str(path)!r}: expected a JSON list of SWE-bench instances, an instance "
+        raise SuiteError(f"suite {str(path)!r}: expected a JSON list of SWE-bench instances, an instance "
                            f"object, or JSON Lines; got a JSON {type(whole).__name__}")
     records: list[tuple[str, Any]] = []
     parsed = 0
@@ -175,7 +201,7 @@ def _read_records(path: Path) -> list[tuple[str, Any]]:
             records.append((where, _InstanceError(f"{path.name} {where}: not valid JSON: {exc.msg} "
                                                   f"(column {exc.colno})")))
     if parsed == 0:
-        raise _suite_error(f"suite {str(path)!r}: not JSON or JSON Lines ({whole_error.msg} at line "
+        raise SuiteError(f"suite {str(path)!r}: not JSON or JSON Lines ({whole_error.msg} at line "
                            f"{whole_error.lineno} column {whole_error.colno}); expected SWE-bench instances")
     return records
 
@@ -185,40 +211,49 @@ def _validate(raw: Any, where: str) -> SWEBenchInstance:
         raise _InstanceError(f"{where}: expected an instance object, got a JSON {type(raw).__name__}")
     label = raw.get("instance_id")
     name = f"instance {label} ({where})" if isinstance(label, str) and label else where
+    missing = [field for field in EVALUATION_FIELDS if not raw.get(field)]
+    if missing:
+        raise _InstanceError(
+            f"{name}: no {' and no '.join(missing)}: this row is in SWE-bench's format from before swebench 5.0, "
+            f"which kept each instance's test command and parser in the package; swebench "
+            f"{swebench_grading.SWEBENCH_VERSION} reads them from the dataset. Export the current rows, e.g. "
+            "python -c \"import datasets; datasets.load_dataset('SWE-bench/SWE-bench_Verified', split='test')"
+            ".to_json('verified.jsonl')\"")
     try:
         return SWEBenchInstance.model_validate(raw)
     except ValidationError as exc:
         raise _InstanceError(f"{name}: {_describe(exc)}") from None
 
 
-def _load_instance(instance: SWEBenchInstance, repos: Path | None, cache_root: Path) -> Task:
-    name = f"instance {instance.instance_id}"
-    repository = find_repository(repos, instance.repo)
-    commit = _resolve_commit(repository, instance.base_commit, name)
-    directory = cache_root / f"{instance.instance_id}-{_content_hash(instance, commit)}"
+def _load_instance(instance: SWEBenchInstance, images: SWEBenchImages, cache_root: Path) -> Task:
+    facts = SWEBenchFacts(
+        instance_id=instance.instance_id, repo=instance.repo, version=instance.version,
+        image=instance_image(instance, images), log_parser=instance.log_parser,
+        # swebench 5 rows always say; older exports may not: SWE-bench's own rule by repository then.
+        eval_type=instance.eval_type or ("fail_only" if instance.repo in swebench_grading.fail_only_repos()
+                                         else "pass_and_fail"),
+        fail_to_pass=instance.FAIL_TO_PASS, pass_to_pass=instance.PASS_TO_PASS)
+    directory = cache_root / f"{instance.instance_id}-{_content_hash(instance, facts)}"
     if not (directory / "task.toml").is_file():
-        _materialize(instance, repository, commit, directory)
+        _materialize(instance, facts, directory)
     try:
         task = load_harbor_task(directory)
     except (TaskFormatError, OSError) as exc:
-        raise _InstanceError(f"{name}: the generated task in {directory} does not load: {exc}") from None
-    return task.model_copy(update={"task_id": instance.instance_id, "source": "swebench"})
+        raise _InstanceError(f"instance {instance.instance_id}: the generated task in {directory} does not load: "
+                             f"{exc}") from None
+    return task.model_copy(update={"task_id": instance.instance_id, "source": "swebench", "swebench": facts})
 
 
-def _materialize(instance: SWEBenchInstance, repository: Path, commit: str, directory: Path) -> None:
-    """Builds the Harbor task in a staging directory and renames it into place, so a crash leaves nothing half-made."""
+def _materialize(instance: SWEBenchInstance, facts: SWEBenchFacts, directory: Path) -> None:
+    """Writes the Harbor task in a staging directory and renames it into place: a crash leaves nothing half-made."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = directory.parent / f".building-{directory.name}-{uuid.uuid4().hex[:8]}"
     try:
-        _export_tree(repository, commit, staging / "environment" / "repo", staging / "index",
-                     f"instance {instance.instance_id}")
-        (staging / "index").unlink()
-        for relative, text in _task_files(instance, commit).items():
+        for relative, text in _task_files(instance, facts).items():
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-        shutil.copy2(GRADER, staging / "tests" / "swebench_grader.py")
-        for script in ("tests/test.sh", "solution/solve.sh"):
+        for script in ("tests/test.sh", "tests/eval.sh", "solution/solve.sh"):
             (staging / script).chmod(0o755)
         try:
             os.rename(staging, directory)
@@ -232,66 +267,31 @@ def _materialize(instance: SWEBenchInstance, repository: Path, commit: str, dire
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _task_files(instance: SWEBenchInstance, commit: str) -> dict[str, str]:
-    test_cmd = instance.test_cmd or default_test_cmd(instance.test_patch)
-    log_parser = instance.log_parser if instance.test_cmd else "pytest"
-    spec = {"instance_id": instance.instance_id, "repo": instance.repo, "fail_to_pass": instance.FAIL_TO_PASS,
-            "pass_to_pass": instance.PASS_TO_PASS, "test_cmd": test_cmd, "log_parser": log_parser,
-            "test_files": patch_files(instance.test_patch)}
+def _task_files(instance: SWEBenchInstance, facts: SWEBenchFacts) -> dict[str, str]:
     return {
         "instruction.md": instance.problem_statement,
-        "task.toml": _task_toml(instance, commit),
-        "environment/Dockerfile": _dockerfile(instance.instance_id),
-        "tests/test.sh": _test_sh(instance, test_cmd),
-        "tests/test.patch": instance.test_patch,
-        "tests/spec.json": json.dumps(spec, indent=2) + "\n",
+        "task.toml": _task_toml(instance, facts),
+        "tests/test.sh": swebench_grading.verifier_script(WORKDIR),
+        "tests/eval.sh": swebench_grading.eval_script(instance.eval_script),
         "solution/solve.sh": _SOLVE_SH,
         "solution/gold.patch": instance.patch,
     }
 
 
-def _task_toml(instance: SWEBenchInstance, commit: str) -> str:
-    metadata = {"benchmark": "swebench", "repo": instance.repo, "instance_id": instance.instance_id,
-                "base_commit": commit}
-    if instance.version is not None:
-        metadata["version"] = instance.version
-    lines = ['version = "1.0"', "", "[metadata]"]
+def _task_toml(instance: SWEBenchInstance, facts: SWEBenchFacts) -> str:
+    metadata = {"benchmark": "swebench", "instance_id": instance.instance_id, "repo": instance.repo,
+                "version": instance.version, "base_commit": instance.base_commit, "log_parser": facts.log_parser,
+                "eval_type": facts.eval_type, "swebench": swebench_grading.SWEBENCH_VERSION}
+    lines = ['schema_version = "1.1"', "", "[metadata]"]
     lines += [f"{key} = {_toml_string(value)}" for key, value in metadata.items()]
-    lines += ["", "[verifier]", f"timeout_sec = {VERIFIER_TIMEOUT_SEC}", "", "[agent]",
-              f"timeout_sec = {AGENT_TIMEOUT_SEC}", "", "[environment]", "allow_internet = false", ""]
+    lines += ["", "[agent]", f"timeout_sec = {AGENT_TIMEOUT_SEC}",
+              # SWE-bench grades the patch alone, in a fresh container from the instance image, as root.
+              "", "[verifier]", f"timeout_sec = {VERIFIER_TIMEOUT_SEC}", 'environment_mode = "separate"',
+              'user = "root"',
+              "", "[environment]", f"docker_image = {_toml_string(facts.image)}", f'workdir = "{WORKDIR}"',
+              "allow_internet = false", ""]
     return "\n".join(lines)
 
-
-def _dockerfile(instance_id: str) -> str:
-    return (f"# SWE-bench's evaluation image, recorded only: the local sandbox replays this file over its base root.\n"
-            f"FROM {image_name(instance_id)}\n"
-            f"WORKDIR {WORKDIR}\n"
-            f"COPY repo/ {WORKDIR}/\n")
-
-
-_TEST_SH = """#!/bin/bash
-# SWE-bench verifier for {instance_id}: test files back to the baseline, the test patch, the tests, the grader.
-LOGS=/logs/verifier
-mkdir -p "$LOGS"
-cd {workdir} || exit 1
-# The agent's edits to the files the test patch touches are discarded, as SWE-bench does.
-base=$(git rev-list --max-parents=0 HEAD 2>/dev/null | tail -n 1)
-if [ -n "$base" ]; then
-  for path in {files}; do
-    if git cat-file -e "$base:$path" 2>/dev/null; then git checkout -q "$base" -- "$path"; else rm -rf -- "$path"; fi
-  done
-fi
-if ! git apply -v /tests/test.patch > "$LOGS/apply_output.txt" 2>&1; then
-  python3 /tests/swebench_grader.py --fail "the test patch does not apply to {workdir}" \\
-    "$LOGS/reward.json" "$LOGS/apply_output.txt"
-  exit 0
-fi
-(
-{test_cmd}
-) < /dev/null > "$LOGS/test_output.txt" 2>&1
-echo "test command exit code: $?" > "$LOGS/test_exit_code.txt"
-python3 /tests/swebench_grader.py /tests/spec.json "$LOGS/test_output.txt" "$LOGS/reward.json"
-"""
 
 _SOLVE_SH = f"""#!/bin/bash
 # SWE-bench's gold patch, the oracle that proves the instance solvable.
@@ -301,73 +301,12 @@ git apply -v /solution/gold.patch
 """
 
 
-def _test_sh(instance: SWEBenchInstance, test_cmd: str) -> str:
-    files = " ".join(shlex.quote(f) for f in patch_files(instance.test_patch)) or "''"
-    return _TEST_SH.format(instance_id=instance.instance_id, workdir=WORKDIR, files=files, test_cmd=test_cmd)
-
-
-def _export_tree(repository: Path, commit: str, destination: Path, index: Path, name: str) -> None:
-    """The tree at `commit`, without history, through a private index so the user's repository is untouched.
-
-    Not `git archive`: it honours `export-ignore` and `export-subst`, which drop test directories or rewrite
-    version files in some repositories, so the tree would differ from the checkout SWE-bench's images hold."""
-    destination.mkdir(parents=True)
-    git_dir = _git(repository, ["rev-parse", "--absolute-git-dir"], name).strip()
-    env = {"GIT_INDEX_FILE": str(index.resolve())}
-    _git(repository, ["read-tree", commit], name, env=env)
-    _git(repository, ["-c", "core.autocrlf=false", f"--git-dir={git_dir}", f"--work-tree={destination}",
-                      "checkout-index", "--all", "--force"], name, env=env, cwd=destination)
-
-
-def _resolve_commit(repository: Path, base_commit: str, name: str) -> str:
-    try:
-        return _git(repository, ["rev-parse", "--verify", "--quiet", f"{base_commit}^{{commit}}"], name).strip()
-    except _InstanceError:
-        raise _InstanceError(f"{name}: base_commit {base_commit} is not in {repository}; fetch it "
-                             f"(git -C {repository} fetch origin {base_commit}) or point --repos at a "
-                             "full clone") from None
-
-
-def _git(repository: Path, args: list[str], name: str, *, env: dict[str, str] | None = None,
-         cwd: Path | None = None) -> str:
-    # The caller's GIT_DIR, GIT_INDEX_FILE, ... would redirect these commands to another repository.
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    argv = ["git", *args] if cwd else ["git", "-C", str(repository), *args]
-    command = next(a for a in args if not a.startswith("-") and "=" not in a)
-    try:
-        result = subprocess.run(argv, capture_output=True, text=True, env={**clean, **(env or {})},
-                                cwd=cwd, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise _InstanceError(f"{name}: git {command} failed in {repository}: {exc}") from None
-    if result.returncode != 0:
-        raise _InstanceError(f"{name}: git {command} failed in {repository}: "
-                             f"{result.stderr.strip()[-500:] or f'exit code {result.returncode}'}")
-    return result.stdout
-
-
-def _is_git_repository(path: Path) -> bool:
-    """A work tree's top level or a bare repository: not merely a directory inside some other repository."""
-    if (path / ".git").exists():
-        return True
-    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
-
-
-def _content_hash(instance: SWEBenchInstance, commit: str) -> str:
-    """Changes with the instance, the resolved commit, and the code that writes and grades the task."""
-    digest = hashlib.sha256(instance.model_dump_json().encode() + b"\0" + commit.encode())
-    for source in (Path(__file__), GRADER):
+def _content_hash(instance: SWEBenchInstance, facts: SWEBenchFacts) -> str:
+    """Changes with the instance, its image, and the code that writes and grades the task."""
+    digest = hashlib.sha256(instance.model_dump_json().encode() + b"\0" + facts.model_dump_json().encode())
+    for source in (Path(__file__), Path(swebench_grading.__file__)):
         digest.update(b"\0" + source.read_bytes())
     return digest.hexdigest()[:12]
-
-
-def _diff_paths(patch: str) -> list[tuple[str, str]]:
-    """(a side, b side) of each `diff --git` header; SWE-bench passes the b side to the test runner."""
-    paths = []
-    for line in patch.splitlines():
-        match = re.match(r'^diff --git (?:"a/(.+)"|a/(\S+)) (?:"b/(.+)"|b/(\S+))$', line)
-        if match:
-            paths.append((match.group(1) or match.group(2), match.group(3) or match.group(4)))
-    return paths
 
 
 def _describe(exc: ValidationError) -> str:
@@ -378,7 +317,8 @@ def _describe(exc: ValidationError) -> str:
             parts.append(f"{where}: missing required field")
         else:
             shown = repr(err.get("input"))
-            parts.append(f"{where}: {err['msg']} (got {shown[:80]})")
+            message = err["msg"].removeprefix("Value error, ")
+            parts.append(f"{where}: {message} (got {shown[:80]})")
     return "; ".join(parts)
 
 
@@ -387,9 +327,3 @@ def _toml_string(value: str) -> str:
     escaped = "".join("\\" + c if c in '"\\' else f"\\u{ord(c):04x}" if ord(c) < 0x20 or c == "\x7f" else c
                       for c in value)
     return f'"{escaped}"'
-
-
-def _suite_error(message: str) -> Exception:
-    from sandbox.suites import SuiteError  # suites imports this module lazily; importing it at the top would cycle
-
-    return SuiteError(message)

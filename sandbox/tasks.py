@@ -232,6 +232,20 @@ class TaskConfig(HarborModel):
         return self.verifier.environment or self.environment.model_copy(deep=True)
 
 
+class SWEBenchFacts(BaseModel):
+    """What SWE-bench's grading needs of an instance (its TestSpec without the script): with these, the verifier's
+    log is graded on the host by swebench's own parser and report instead of a reward file."""
+
+    instance_id: str
+    repo: str
+    version: str
+    image: str
+    log_parser: str
+    eval_type: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+
+
 class Task(BaseModel):
     """One task, ready to run: where its environment is built from, what the agent is told, how it is graded."""
 
@@ -246,10 +260,15 @@ class Task(BaseModel):
     solution_dir: Path | None
     verifier_dockerfile: Path | None = None  # tests/Dockerfile, built for a separate verifier
     warnings: list[str] = Field(default_factory=list)  # at most one line: task.toml keys Harbor does not know
+    swebench: SWEBenchFacts | None = None  # a SWE-bench instance: graded on the patch alone, as SWE-bench grades it
 
     @property
     def environment(self) -> EnvironmentConfig:
         return self.config.environment
+
+
+class SuiteError(ValueError):
+    """The suite as a whole could not be read (as opposed to one broken task in it)."""
 
 
 class TaskLoadError(BaseModel):

@@ -17,6 +17,10 @@ from hypothesis import settings
 
 from sandbox import SandboxOptions, load_harbor_task
 
+# The SWE-bench fixture repositories' own tests run only inside their instance images (their packages are installed
+# there), never in leafcost's test run.
+collect_ignore_glob = ["fixtures/swebench/*/repo"]
+
 # Tests never assert timings: hypothesis's per-example deadline (200 ms) would fail a property on a loaded machine.
 settings.register_profile("leafcost", deadline=None)
 settings.load_profile("leafcost")

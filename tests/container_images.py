@@ -1,6 +1,7 @@
 """The base images the container tests name, made on this machine from Debian's packages, because no image
 registry is reachable here or in CI: `localhost/debian:bookworm` (debootstrap, then `podman import`) and one
-toolchain image built from it and tagged with every name the tests' Dockerfiles use in `FROM`.
+toolchain image built from it and tagged with every name the tests' Dockerfiles use in `FROM`, and the base of
+the SWE-bench-like instance images (tests/swebench_images.py builds those on it).
 The toolchain image is a stand-in: Debian's python3 3.11 for python:3.11(-slim), nodejs 18 for node:20-slim.
 
 Podman's own storage is the cache: when the images are present this costs two `podman image inspect` calls. A lock
@@ -26,6 +27,8 @@ TOOLCHAIN_IMAGE = "localhost/leafcost-test/toolchain:bookworm"
 TOOLCHAIN_ALIASES = ("docker.io/library/python:3.11-slim", "docker.io/library/python:3.11",
                      "docker.io/library/node:20-slim", "docker.io/library/gcc:12")
 TOOLCHAIN_DOCKERFILE = Path(__file__).parent / "images" / "toolchain" / "Dockerfile"
+SWEBENCH_BASE_IMAGE = "localhost/leafcost-test/swebench-base:bookworm"
+SWEBENCH_BASE_DOCKERFILE = Path(__file__).parent / "images" / "swebench" / "Dockerfile"
 DOCKERFILE_LABEL = "leafcost.test.dockerfile-sha256"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 # Podman's default limits for open files and processes exceed the hard limit some hosts allow (setrlimit fails).
@@ -61,17 +64,32 @@ def ensure_toolchain_images() -> dict[str, str]:
     """The toolchain image under its own name and every name it stands in for: {name: image id}. Built from
     tests/images/toolchain/Dockerfile, again only when that file's text has changed (its sha256 is a label)."""
     ensure_base_image()
-    names = (TOOLCHAIN_IMAGE, *TOOLCHAIN_ALIASES)
-    digest = hashlib.sha256(TOOLCHAIN_DOCKERFILE.read_bytes()).hexdigest()
-    current = _current_toolchain(names, digest)
+    image_id = _ensure_built(TOOLCHAIN_IMAGE, TOOLCHAIN_ALIASES, TOOLCHAIN_DOCKERFILE)
+    return {name: image_id for name in (TOOLCHAIN_IMAGE, *TOOLCHAIN_ALIASES)}
+
+
+def ensure_swebench_base_image() -> str:
+    """`localhost/leafcost-test/swebench-base:bookworm`, the base of the SWE-bench-like instance images: Debian's
+    Python and pytest in a venv at SWE-bench's conda path (/opt/miniconda3/envs/testbed), with a `conda activate`
+    stand-in. Built from tests/images/swebench/Dockerfile, again only when that file's text has changed."""
+    ensure_base_image()
+    _ensure_built(SWEBENCH_BASE_IMAGE, (), SWEBENCH_BASE_DOCKERFILE)
+    return SWEBENCH_BASE_IMAGE
+
+
+def _ensure_built(image: str, aliases: tuple[str, ...], dockerfile: Path) -> str:
+    """The ID of `image` built from `dockerfile`'s current text and named by every alias, building it if not."""
+    names = (image, *aliases)
+    digest = hashlib.sha256(dockerfile.read_bytes()).hexdigest()
+    current = _current_build(names, digest)
     if current is None:
         with _machine_lock():
-            current = _current_toolchain(names, digest) or _build_toolchain(digest)
-    return {name: current for name in names}
+            current = _current_build(names, digest) or _build(image, aliases, dockerfile, digest)
+    return current
 
 
-def _current_toolchain(names: tuple[str, ...], digest: str) -> str | None:
-    """The toolchain's image ID when every name points at it and it was built from this Dockerfile text."""
+def _current_build(names: tuple[str, ...], digest: str) -> str | None:
+    """The image ID when every name points at it and it was built from this Dockerfile text."""
     found = _inspect_all(names, f'{{{{.Id}}}} {{{{index .Labels "{DOCKERFILE_LABEL}"}}}}')
     if found is None or len(set(found)) != 1:
         return None
@@ -79,15 +97,15 @@ def _current_toolchain(names: tuple[str, ...], digest: str) -> str | None:
     return image_id if label == digest else None
 
 
-def _build_toolchain(digest: str) -> str:
-    """Builds the toolchain image if it is missing or from other Dockerfile text, then gives it every alias."""
-    before = _image_ids([TOOLCHAIN_IMAGE, *TOOLCHAIN_ALIASES])
-    if TOOLCHAIN_IMAGE not in before or _label(TOOLCHAIN_IMAGE) != digest:
+def _build(image: str, aliases: tuple[str, ...], dockerfile: Path, digest: str) -> str:
+    """Builds `image` if it is missing or from other Dockerfile text, then gives it every alias."""
+    before = _image_ids([image, *aliases])
+    if image not in before or _label(image) != digest:
         _podman("build", *ULIMITS, "--pull=never", "--label", f"{DOCKERFILE_LABEL}={digest}",
-                "-t", TOOLCHAIN_IMAGE, "-f", str(TOOLCHAIN_DOCKERFILE), str(TOOLCHAIN_DOCKERFILE.parent),
-                timeout=1800)
-    _podman("tag", TOOLCHAIN_IMAGE, *TOOLCHAIN_ALIASES)
-    image_id = _inspect(TOOLCHAIN_IMAGE, "{{.Id}}")
+                "-t", image, "-f", str(dockerfile), str(dockerfile.parent), timeout=1800)
+    if aliases:
+        _podman("tag", image, *aliases)
+    image_id = _inspect(image, "{{.Id}}")
     for stale in set(before.values()) - {image_id}:
         # A superseded build of ours has no names left; it stays only while a container or a derived image uses it.
         if _label(stale):

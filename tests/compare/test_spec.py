@@ -60,6 +60,9 @@ def test_the_documented_spec_works_as_written(tmp_path):
     (("api_key_env: ROUTER_API_KEY", "api_key: sk-live-123"), "arms.1.api_key: unknown field (never put a key"),
     (("name: hosted", "name: frognano"), "arm names must be unique; repeated: frognano"),
     (("max_steps: 20", "max_steps: -1"), "budgets.max_steps: Input should be greater than 0"),
+    (("seeds: 2", "seeds: 2\nrepos: /srv/mirrors"), "repos: no longer read: SWE-bench instances run in their own"),
+    (("seeds: 2", "seeds: 2\nswebench: {tag: 'bad tag'}"), "swebench.tag: String should match pattern"),
+    (("seeds: 2", "seeds: 2\nswebench: {registry: x}"), "swebench.registry: unknown field"),
 ])
 def test_mistakes_are_named_by_field_path(tmp_path, change, message):
     with pytest.raises(SpecError) as caught:

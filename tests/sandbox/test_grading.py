@@ -11,6 +11,7 @@ from compare.validate import validate_task
 from conftest import exec_once
 from sandbox import BuildError, open_sandbox, run_oracle, verify, write_file
 from sandbox.grading import capture_patch
+from sandbox.protocol import WRITE_CAP_BYTES
 
 
 def run(coro):
@@ -230,7 +231,8 @@ def test_write_file_puts_bytes_in_any_backend_without_a_host_path(backend, make_
     if backend == "podman":
         request.getfixturevalue("container_images")
     options = sandbox_options.model_copy(update={"backend": backend})
-    data = bytes(range(256)) * 64 + b"'; rm -rf / #\n$(true)"
+    # Several command-line pieces (a SWE-bench prediction can be large), with bytes a shell would interpret.
+    data = (bytes(range(256)) * 64 + b"'; rm -rf / #\n$(true)") * 13
     task = make_task(f"write-{backend}")
 
     async def scenario():
@@ -239,7 +241,7 @@ def test_write_file_puts_bytes_in_any_backend_without_a_host_path(backend, make_
             await write_file(opened.sandbox, "/app/it's here.bin", data)
             digest = await opened.sandbox.exec("sha256sum \"it's here.bin\" | cut -c1-64", timeout=30)
             with pytest.raises(ValueError, match="at most"):
-                await write_file(opened.sandbox, "/app/big", b"x" * (64 * 1024 + 1))
+                await write_file(opened.sandbox, "/app/big", b"x" * (WRITE_CAP_BYTES + 1))
             return digest.stdout.strip()
         finally:
             await opened.close()
