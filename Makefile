@@ -4,13 +4,17 @@ VENV   := .venv
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock requirements-nodeps.lock pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: demo test deps system-deps clean
+.PHONY: demo test test-fast deps system-deps clean
 
 demo: deps
 	$(VENV)/bin/leafcost demo
 
 test: deps
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+# The edit-test loop: everything but the tests marked slow (containers, real servers, the demo).
+test-fast: deps
+	$(VENV)/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 deps: system-deps $(STAMP)
 

@@ -15,11 +15,13 @@ from typing import Any
 
 import aiohttp
 
-from adapters.base import AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn, Usage, utcnow
+from adapters.base import (INFRASTRUCTURE_KINDS, AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn,
+                           Usage, utcnow)
 from adapters.scrubbing import redact_url, scrub, scrub_error, scrub_start, url_secrets
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
-RETRYABLE_KINDS = frozenset({"rate_limited", "server_error", "timeout", "unreachable"})
+# What is retried is what the endpoint failed us on (AdapterError.infrastructure), nothing the request itself caused.
+RETRYABLE_KINDS = INFRASTRUCTURE_KINDS
 MAX_BACKOFF_SEC = 10.0
 MAX_RETRY_AFTER_SEC = 30.0
 CONFIGURATION_STATUSES = {401, 403, 404}

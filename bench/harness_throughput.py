@@ -24,9 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/ holds the fake SGLang server (support.sglang_fake)
 
-from adapters.scripted_server import ScriptedServer  # noqa: E402
+from support.sglang_fake import ScriptedServer  # noqa: E402
+
 from compare.ledger import Ledger  # noqa: E402
 from compare.runner import Runner  # noqa: E402
 from compare.spec import parse_run_spec  # noqa: E402

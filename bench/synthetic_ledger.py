@@ -48,6 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compare.ledger import Ledger, check_no_secrets, episode_id_for  # noqa: E402
+from compare.pricing import explicit_cost_arrays  # noqa: E402
 from compare.spec import Prices, RunSpec, parse_run_spec  # noqa: E402
 
 GOAL_CALLS_PER_SEC = 200_000
@@ -104,17 +105,6 @@ def synthetic_spec(arms: Sequence[str], seeds: int, calls_per_episode: int, name
     return parse_run_spec({"name": name, "suite": "builtin", "seeds": seeds, "workers": WORKERS, "max_attempts": 2,
                            "budgets": {"max_steps": max(calls_per_episode, 1)}, "arms": raw_arms},
                           source="synthetic spec")
-
-
-def cost_usd(prompt: np.ndarray, cached: np.ndarray, completion: np.ndarray, reasoning: np.ndarray,
-             prices: Prices) -> np.ndarray:
-    """`compare.pricing.explicit_cost` over arrays, the same operations in the same order (so the same floats)."""
-    cached = np.minimum(cached, prompt)
-    cached_rate = prices.cached_input if prices.cached_input is not None else prices.input
-    reasoning = np.minimum(reasoning, completion) if prices.reasoning is not None else np.zeros_like(reasoning)
-    cost = ((prompt - cached) * prices.input + cached * cached_rate
-            + (completion - reasoning) * prices.output + reasoning * (prices.reasoning or 0.0))
-    return cost / 1_000_000 * (1 + prices.markup_pct / 100)
 
 
 def make_synthetic_ledger(path: Path | str, *, episodes: int = 100_000, calls_per_episode: int = 100,
@@ -308,7 +298,9 @@ def _generate_chunk(plan: dict[str, np.ndarray], a: int, b: int, rng: np.random.
     call_start = ep_start[ep] + p["sandbox_start"][ep] + within_episode_before(latency + tool_sec)
 
     if prices is not None:
-        cost = cost_usd(prompt, cached, completion, reasoning, prices)
+        # The cost model's own rule (cache writes, the 200k tier), never a copy of it.
+        cost = explicit_cost_arrays(prices, prompt=prompt, cached=cached, cache_write=np.zeros(n),
+                                    completion=completion, reasoning=reasoning)
     else:
         cost = np.zeros(n)
     finish_stop = last & ~p["max_turns"][ep] & p["final"][ep]

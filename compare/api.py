@@ -22,8 +22,7 @@ import re
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import metadata
@@ -41,13 +40,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pydantic import BaseModel, ConfigDict, Field
 
 from compare.ledger import (
-    Ledger,
+    LedgerAccess,
     LedgerBusy,
     LedgerError,
-    LedgerOutdated,
     fetch_rows,
     SecretInLedger,
-    connect_read_only,
+    Stamp,
 )
 from compare.reprice import SCENARIO_NAME, PriceSheet
 from compare.spec import Prices
@@ -133,7 +131,8 @@ class CostParts(_Open):
     total: float | None
     tokens: float | None
     gpu: float
-    sandbox: float
+    sandbox: float | None = Field(description="null when no attempt's sandbox CPU was measured "
+                                  "(sandbox_cost_reason says why)")
 
 
 class LeaseDetail(_Open):
@@ -188,6 +187,8 @@ class ArmSummary(_Open):
     router_reported_cost_usd: float | None
     lease: LeaseDetail | None
     sandbox_cpu_seconds: float
+    sandbox_cost_reason: str | None = Field(description="why the sandbox cost is missing or partial: attempts whose "
+                                            "CPU no cgroup measured")
 
 
 class Bootstrap(_Open):
@@ -422,144 +423,6 @@ def _finite(value: Any) -> Any:
 
 def _detail_list(message: str) -> list[dict[str, Any]]:
     return [{"loc": [], "msg": message, "type": "value_error"}]
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Ledger access
-
-class _Gate:
-    """Readers share the file; a write waits for them and holds new ones back (writers first, so a steady read
-    load cannot starve it). DuckDB refuses a writable connection in a process that has read-only ones open."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writers = 0  # waiting or writing
-        self._writing = False
-
-    def enter(self) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._writers)
-            self._readers += 1
-
-    def leave(self) -> None:
-        with self._cond:
-            self._readers -= 1
-            self._cond.notify_all()
-
-    @contextmanager
-    def writing(self) -> Iterator[None]:
-        with self._cond:
-            self._writers += 1
-            self._cond.wait_for(lambda: not self._readers and not self._writing)
-            self._writing = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writing = False
-                self._writers -= 1
-                self._cond.notify_all()
-
-
-Stamp = tuple[tuple[int, int, int] | None, ...]
-
-
-class LedgerAccess:
-    """One ledger file: read-only connections per use, the occasional write, and the file's on-disk stamp."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._gate = _Gate()
-        self._wal = path.with_name(path.name + ".wal")
-
-    @contextmanager
-    def reading(self):
-        conn = self._open_reader()
-        try:
-            yield conn
-        finally:
-            conn.close()
-            self._gate.leave()
-
-    @contextmanager
-    def writing(self) -> Iterator[Ledger]:
-        with self._gate.writing():
-            ledger = Ledger.open(self.path)
-            try:
-                yield ledger
-            finally:
-                ledger.close()
-
-    def upgrade_if_outdated(self) -> None:
-        """An older ledger is migrated once (what any `leafcost run` would do); a busy one is left for the first
-        request that finds it free, an absent or foreign one for requests to report."""
-        try:
-            self._open_reader_once().close()
-            self._gate.leave()
-        except LedgerOutdated:
-            try:
-                self._upgrade()
-            except LedgerError:
-                pass
-        except LedgerError:
-            pass
-
-    def _upgrade(self) -> None:
-        with self.writing():  # Ledger.open migrates the file; closing it releases the file again
-            pass
-
-    def stamp(self) -> Stamp:
-        """What changes whenever anything writes the file (DuckDB appends to the WAL, then checkpoints)."""
-        return (_stat(self.path), _stat(self._wal))
-
-    def _open_reader(self):
-        try:
-            return self._open_reader_once()
-        except LedgerOutdated:
-            self._upgrade()  # outdated and busy at start, free now: upgrade it as the start would have
-            return self._open_reader_once()
-
-    def _open_reader_once(self):
-        self._gate.enter()
-        try:
-            return connect_read_only(self.path)
-        except BaseException:
-            self._gate.leave()
-            raise
-
-
-class InProcessLedgerAccess(LedgerAccess):
-    """The ledger a run is writing in this very process (`leafcost run --serve`): DuckDB lets no other process
-    open the file meanwhile, so the API reads through cursors of the writer's own connection, which see every
-    committed write, and stores scenarios through the writer itself."""
-
-    def __init__(self, ledger: Ledger):
-        super().__init__(ledger.path)
-        self._ledger = ledger
-
-    @contextmanager
-    def reading(self):
-        conn = self._ledger.reader()
-        try:
-            yield conn
-        finally:
-            conn.close()
-
-    @contextmanager
-    def writing(self) -> Iterator[Ledger]:
-        yield self._ledger
-
-    def upgrade_if_outdated(self) -> None:
-        return None  # the writer opened (and migrated) it
-
-
-def _stat(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @dataclass(frozen=True)
@@ -1075,20 +938,7 @@ def _arm_row(spec_arm: dict[str, Any], row: dict[str, Any] | None) -> ArmRow:
 
 
 def _price_sheet(arm) -> ArmPriceSheet:
-    from compare.spec import LocalArm, RouterArm, SglangArm
-
-    sheet: dict[str, Any] = {"arm": arm.name, "adapter": arm.adapter, "model": arm.model, "source": "none",
-                             "prices": None, "litellm_model": None, "fallback_prices": {}, "usd_per_hour": None,
-                             "gpus": None, "gpu_type": None}
-    if isinstance(arm, RouterArm):
-        sheet.update(source="explicit" if arm.prices is not None else "litellm", prices=arm.prices,
-                     litellm_model=None if arm.prices is not None else arm.model,
-                     fallback_prices=arm.fallback_prices)
-    elif isinstance(arm, SglangArm):
-        sheet.update(source="lease", usd_per_hour=arm.gpu.usd_per_hour, gpus=arm.gpu.count, gpu_type=arm.gpu.type)
-    elif isinstance(arm, LocalArm):
-        sheet.update(source="lease", usd_per_hour=arm.machine_usd_per_hour)
-    return ArmPriceSheet(**sheet)
+    return ArmPriceSheet(arm=arm.name, adapter=arm.adapter, model=arm.model, **arm.price_sheet())
 
 
 def _loads(text: str | None) -> Any:

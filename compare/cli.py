@@ -152,7 +152,8 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
 
 def _serve_during_run(ledger, port: int):
     """The API and web page on 127.0.0.1:PORT from this process, reading through the writing ledger."""
-    from compare.api import API_TOKEN_ENV, InProcessLedgerAccess
+    from compare.api import API_TOKEN_ENV
+    from compare.ledger import InProcessLedgerAccess
     from compare.serve import BackgroundServer, build_app
 
     app = build_app(ledger.path, api_token=os.environ.get(API_TOKEN_ENV) or None,

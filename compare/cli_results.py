@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -130,23 +131,18 @@ def print_run_figures(db: Path | str, run_id: str) -> None:
 
 
 def _with_connection(db: Path | None, compute) -> dict[str, Any]:
-    from compare.ledger import Ledger, LedgerError, LedgerOutdated, connect_read_only
+    from compare.ledger import LedgerAccess, LedgerError, default_db_path
     from compare.summary import SummaryError
 
-    try:
+    with ExitStack() as stack:
+        try:  # a ledger from an older leafcost is upgraded in place (migrations), then read
+            conn = stack.enter_context(LedgerAccess(Path(db) if db is not None else default_db_path()).reading())
+        except LedgerError as exc:
+            fail(str(exc), 2)
         try:
-            conn = connect_read_only(db)
-        except LedgerOutdated:  # a ledger from an older leafcost: upgrade it in place (migrations), then read
-            Ledger.open(db).close()
-            conn = connect_read_only(db)
-    except LedgerError as exc:
-        fail(str(exc), 2)
-    try:
-        return compute(conn)
-    except SummaryError as exc:
-        fail(str(exc), 2)
-    finally:
-        conn.close()
+            return compute(conn)
+        except SummaryError as exc:
+            fail(str(exc), 2)
 
 
 def _stored_scenario(db: Path | None, run_id: str, scenario: str) -> dict[str, Any]:

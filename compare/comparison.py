@@ -122,8 +122,7 @@ def _seeds(arm: ArmFacts) -> set[int]:
 
 
 def _temperature(arm: ArmFacts) -> float | None:
-    sampling = getattr(arm.spec, "sampling", None)
-    return getattr(sampling, "temperature", None)
+    return arm.spec.sampling.temperature
 
 
 def _hashes(arm: ArmFacts) -> set[str]:

@@ -29,6 +29,11 @@ SYSTEM_PROMPT = (
 TRAJECTORY_FORMAT = "leaf-function-calling"
 LENGTH_FINISH = frozenset({"length", "max_tokens", "max_new_tokens"})
 CONTEXT_OVERFLOW_MARKERS = ("context_length_exceeded", "reduce the length", "maximum context length")
+# How an episode ends: Leaf's reasons, leafcost's own two (parser_misconfigured, configuration_error) and the
+# oracle's; the runner adds the ends it decides itself (ExitReason).
+EpisodeExit = Literal["agent", "max_turns", "max_time", "max_context_len", "max_tokens_per_turn", "llm_query_error",
+                      "infrastructure_error", "parser_misconfigured", "configuration_error", "oracle"]
+ExitReason = EpisodeExit | Literal["task_error", "harness_error", "cancelled"]
 INFRASTRUCTURE_EXITS = frozenset({"infrastructure_error"})
 # Errors of the set-up, not of the model: counted as errors, never retried, never a plain miss.
 HARNESS_EXITS = frozenset({"parser_misconfigured", "configuration_error"})
@@ -77,7 +82,7 @@ class EpisodeRecorder(Protocol):
 
 
 class EpisodeResult(BaseModel):
-    exit_reason: str
+    exit_reason: EpisodeExit
     n_steps: int
     usage: Usage  # every attempt of every step, failed ones included
     model_calls: int
@@ -202,7 +207,7 @@ class _Loop:
             record["observations"].append({"tool": call.name, "observation": output, "seconds": seconds})
         return tool_messages
 
-    def finish(self, reason: str, started: float, *, error: str | None = None,
+    def finish(self, reason: EpisodeExit, started: float, *, error: str | None = None,
                misconfiguration: str | None = None) -> EpisodeResult:
         return EpisodeResult(exit_reason=reason, n_steps=self.n_steps, usage=self.usage, model_calls=self.model_calls,
                              error=error, misconfiguration=misconfiguration, context_tokens=self.context_tokens,
@@ -231,7 +236,7 @@ def _within_budget(call: ToolCall, remaining: float) -> str | dict[str, Any]:
     return {**capped, "timeout": max(0.1, round(remaining, 1))}
 
 
-def _adapter_exit(error: AdapterError) -> str:
+def _adapter_exit(error: AdapterError) -> EpisodeExit:
     if error.kind == "deadline":
         return "max_time"
     if error.infrastructure:
@@ -245,7 +250,7 @@ def _adapter_exit(error: AdapterError) -> str:
     return "llm_query_error"
 
 
-def _length_exit(turn: Turn, budgets: Budgets) -> str:
+def _length_exit(turn: Turn, budgets: Budgets) -> EpisodeExit:
     """A length-truncated turn (its tools are not run): the per-turn cap, or the context, whichever was hit."""
     usage, cap = turn.usage, budgets.max_tokens_per_turn or 0
     if usage.prompt_tokens + usage.completion_tokens >= budgets.max_context_tokens:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from compare.episode import LEAFCOST_PROMPT, EpisodePrompt
-from compare.spec import OracleArm, RunSpec
+from compare.spec import RunSpec
 from sandbox.leaf_tools import LEAF_TOOLS, tool_signatures
 
 # Where FrogNano keeps Leaf, newest layout first (the package moved from frognano/leaf to frognano/harness/leaf).
@@ -32,7 +32,7 @@ def arm_prompts(spec: RunSpec) -> dict[str, EpisodePrompt]:
     arm and the file) before anything runs. The oracle sends no requests and has none."""
     prompts = {}
     for arm in spec.arms:
-        if isinstance(arm, OracleArm):
+        if arm.kind == "oracle":
             if arm.leaf_checkout is not None:
                 raise LeafCheckoutError(f"arm {arm.name}: an oracle arm sends no requests; remove leaf_checkout")
             continue

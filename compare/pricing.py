@@ -13,25 +13,20 @@ import numpy as np
 from pydantic import BaseModel
 
 from adapters.base import Usage
-from compare.spec import Prices, PriceTier, RouterArm
+from compare.arms.base import Prices, PriceTier
 
 PER_MILLION = 1_000_000
+# The one rule for an unpriced call, as the predicate the summary runs over `model_calls`: it used tokens and has no
+# cost, or a cost of exactly 0.0 (litellm returns None for an unknown model, and a generic pattern rule in its map
+# can price a model at 0.0: costs.md). Calls of lease-billed arms are paid by their lease, never unpriced.
+UNPRICED_CALL_SQL = ("(cost_usd IS NULL OR cost_usd = 0) AND prompt_tokens + completion_tokens > 0 "
+                     "AND price_source <> 'lease'")
 
 
 class CallPrice(BaseModel):
     cost_usd: float | None  # None = unpriced: no number rather than a wrong one
     price_source: str  # "explicit", "litellm", "unpriced"
     price_revision: str | None = None
-
-
-def price_arm_call(usage: Usage, arm: RouterArm, router_model: str | None) -> CallPrice:
-    """A hosted arm's call at the prices of the model that answered: the arm's own, or, when the router says a
-    fallback answered, that model's (the arm's fallback_prices, else litellm's map, else unpriced)."""
-    if not router_model or router_model == arm.model:
-        return price_call(usage, arm.prices, arm.model)
-    sheet = arm.fallback_prices.get(router_model)
-    revision = f"arm sheet: fallback_prices.{router_model}" if sheet is not None else None
-    return price_call(usage, sheet, router_model, revision=revision)
 
 
 def price_call(usage: Usage, prices: Prices | None, model: str, *,
@@ -111,13 +106,6 @@ def _rates_for(prompt_tokens: int, prices: Prices) -> _Rates:
 
 def _or(rate: float | None, fallback: float) -> float:
     return fallback if rate is None else rate
-
-
-def is_unpriced(cost_usd: float | None, usage: Usage) -> bool:
-    """A call that used tokens but has no cost, or a cost of exactly 0.0, is unpriced: litellm returns None for
-    an unknown model, and a generic pattern rule in its map can price a model at 0.0 (costs.md)."""
-    used_tokens = usage.prompt_tokens + usage.completion_tokens > 0
-    return used_tokens and (cost_usd is None or cost_usd == 0.0)
 
 
 @lru_cache(maxsize=256)

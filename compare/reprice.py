@@ -11,22 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from compare.pricing import explicit_cost_arrays, litellm_prices, litellm_revision
-from compare.spec import (MAX_USD_PER_HOUR, MAX_USD_PER_VCPU_HOUR, LocalArm, Prices, RouterArm, RunSpec,
-                          SglangArm, SpecError, read_yaml, validate_mapping)
+from compare.pricing import explicit_cost_arrays
+from compare.arms import MAX_USD_PER_HOUR, MAX_USD_PER_VCPU_HOUR, Prices, StrictModel
+from compare.spec import RunSpec, SpecError, read_yaml, validate_mapping
 from compare.summary import PriceOverrides, SummaryError
 
 SCENARIO_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 
 
-class _Strict(BaseModel):
-    # NaN and infinities are refused by name here: past this model they overflow sums or make JSON unencodable.
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class ArmPrices(_Strict):
+class ArmPrices(StrictModel):
     """Hosted arms: `prices` (USD per 1M tokens) or `litellm_model` (that model's prices in litellm's pinned map).
     Self-hosted arms: `usd_per_hour` (per GPU, or for the local arm's machine)."""
 
@@ -44,7 +39,7 @@ class ArmPrices(_Strict):
         return self
 
 
-class PriceSheet(_Strict):
+class PriceSheet(StrictModel):
     name: str | None = Field(None, pattern=SCENARIO_NAME)
     sandbox_usd_per_vcpu_hour: float | None = Field(None, ge=0, le=MAX_USD_PER_VCPU_HOUR)
     arms: dict[str, ArmPrices] = Field(default_factory=dict)
@@ -76,21 +71,14 @@ def overrides_for(conn, run_id: str, spec: RunSpec, sheet: PriceSheet, name: str
         arm = arms.get(arm_name)
         if arm is None:
             raise SummaryError(f"arms.{arm_name}: run {run_id} has no such arm (its arms: {', '.join(arms)})")
-        if isinstance(arm, RouterArm):
-            if entry.usd_per_hour is not None:
-                raise SummaryError(f"arms.{arm_name}: a hosted arm is priced per token: give prices or "
-                                   "litellm_model, not usd_per_hour")
-            prices = entry.prices or litellm_prices(entry.litellm_model)
-            if prices is None:
-                raise SummaryError(f"arms.{arm_name}.litellm_model: {entry.litellm_model!r} has no price in "
-                                   f"{litellm_revision()}")
-            overrides.hosted_cost_by_episode[arm_name] = _repriced_calls(conn, run_id, arm_name, prices)
-        elif isinstance(arm, SglangArm | LocalArm):
-            if entry.usd_per_hour is None:
-                raise SummaryError(f"arms.{arm_name}: a self-hosted arm is priced by the hour: give usd_per_hour")
-            overrides.lease_usd_per_hour[arm_name] = entry.usd_per_hour
+        try:
+            price = arm.reprice(entry)
+        except ValueError as exc:
+            raise SummaryError(f"arms.{arm_name}: {exc}") from None
+        if arm.billing == "tokens":
+            overrides.hosted_cost_by_episode[arm_name] = _repriced_calls(conn, run_id, arm_name, price)
         else:
-            raise SummaryError(f"arms.{arm_name}: the {arm.adapter} arm has no prices to change")
+            overrides.lease_usd_per_hour[arm_name] = price
     return overrides
 
 

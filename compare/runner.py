@@ -18,14 +18,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from adapters import redact_url
-from adapters.base import Adapter, AdapterError, ArmStart, CallAttempt, ToolCall, Usage, utcnow
-from compare.arms import build_adapter
-from compare.episode import EpisodeResult, run_episode
+from adapters.base import Adapter, AdapterError, ArmStart, CallAttempt, Lease, ToolCall, Usage, utcnow
+from compare.costs import lease_cost_usd
+from compare.episode import EpisodeResult, ExitReason, run_episode
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
 from compare.ledger import ArmTotals, Ledger, new_run_id
-from compare.pricing import litellm_prices, litellm_revision, price_arm_call
 from compare.reconcile import Reconciliation, reconcile
-from compare.spec import OracleArm, RouterArm, RunSpec
+from compare.spec import RunSpec
 from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, load_suite, open_sandbox,
                      remove_leftovers, require_backend, run_oracle, verify)
 
@@ -105,7 +104,8 @@ class Runner:
         self.trajectory_dir = self.db_path.resolve().parent / "trajectories" / self.run_id
         self.adapters: dict[str, Adapter] = {}
         self.progress: dict[str, ArmProgress] = {}
-        self.leases: dict[str, int] = {}
+        self.leases: dict[str, int] = {}  # the ledger's lease ids, by arm
+        self.held: dict[str, Lease] = {}  # the leases themselves, for the live spend
         self.warnings: list[str] = []
         self.misconfigured: dict[str, Counter[str]] = {}  # arm -> signature (with the flag to fix) -> episodes
         self.stopped: dict[str, str] = {}  # arm -> why no more of its episodes run (a configuration error)
@@ -167,7 +167,7 @@ class Runner:
         await self.ledger.flush()
         results = []
         for arm in self.spec.arms:
-            if isinstance(arm, RouterArm) and arm.name not in self.skip_arms:
+            if arm.billing == "tokens" and arm.name not in self.skip_arms:
                 rows = self.ledger.query("SELECT cost_usd, router_cost_usd FROM model_calls WHERE run_id = ? AND "
                                          "arm = ? AND status = 'ok'", [self.run_id, arm.name])
                 results.append(reconcile(rows, arm.name))
@@ -233,21 +233,19 @@ class Runner:
                                          model_info=start.model_info, warnings=start.warnings, status="ready")
             if start.lease is not None:
                 self.leases[arm.name] = await self.ledger.open_lease(self.run_id, arm.name, start.lease)
+                self.held[arm.name] = start.lease
             self.warnings += [f"arm {arm.name}: {w}" for w in start.warnings]
             self.progress[arm.name] = ArmProgress(arm=arm.name, total=episodes_per_arm)
             self.on_progress(self.progress[arm.name])
 
     async def _start_adapter(self, arm: Any) -> ArmStart:
-        if isinstance(arm, OracleArm):
+        if arm.kind == "oracle":
             return ArmStart(endpoint="oracle", config={"runs": "solution/solve.sh"})
-        if isinstance(arm, RouterArm) and arm.prices is None and not arm.allow_unpriced:
-            if litellm_prices(arm.model) is None:
-                raise RunError(f"arm {arm.name}: model {arm.model!r} has no price in {litellm_revision()}; give the "
-                               "arm explicit prices (prices: {input: ..., output: ...}, USD per 1M tokens) or set "
-                               "allow_unpriced: true to run it without a cost")
+        if problem := arm.start_problem():
+            raise RunError(f"arm {arm.name}: {problem}")
         adapter = None
         try:
-            adapter = build_adapter(arm)
+            adapter = arm.build_adapter()
             start = await adapter.start()
         except AdapterError as exc:
             if adapter is not None:
@@ -286,7 +284,7 @@ class Runner:
             recorded = totals.get(arm, ArmTotals())
             progress = self.progress[arm]
             progress.done, progress.resolved, progress.errors = recorded.done, recorded.resolved, recorded.errors
-            if isinstance(self.arm_specs[arm], RouterArm):
+            if self.arm_specs[arm].billing == "tokens":
                 progress.spend_usd = recorded.calls_cost_usd
 
     async def _heartbeat(self) -> None:
@@ -298,7 +296,7 @@ class Runner:
 
     async def _sample_metrics(self, arm: str) -> None:
         adapter = self.adapters.get(arm)
-        interval = getattr(self.arm_specs[arm], "metrics_interval_sec", None)
+        interval = self.arm_specs[arm].metrics_interval()
         if adapter is None or interval is None:
             return
         while True:
@@ -365,7 +363,7 @@ class Runner:
         recorder = _LedgerRecorder(self, key.arm, episode_id)
         outcome = _Outcome(episode_id=episode_id)
         opened = None
-        oracle = isinstance(self.arm_specs[key.arm], OracleArm)
+        oracle = self.arm_specs[key.arm].kind == "oracle"
         try:
             labels = {"leafcost.run": self.run_id, "leafcost.arm": key.arm, "leafcost.task": key.task_id,
                       "leafcost.seed": str(key.seed), "leafcost.attempt": str(attempt)}
@@ -379,7 +377,7 @@ class Runner:
             outcome.result = result
             outcome.infra_error = result.infrastructure_error
             outcome.harness_error = result.harness_error
-            if opened.sandbox.alive and result.exit_reason != "cancelled":
+            if opened.sandbox.alive:
                 verification = await verify(opened, task)
                 outcome.patch, outcome.patch_error = verification.patch, verification.patch_error
                 outcome.grade, outcome.rewards = verification.grade, verification.reward_document
@@ -434,16 +432,13 @@ class Runner:
             patch_bytes=len(outcome.patch.encode()), trajectory_path=str(path))
         progress = self.progress[key.arm]
         progress.spend_usd += recorder.spend_usd
-        if not isinstance(self.arm_specs[key.arm], RouterArm):
+        if self.arm_specs[key.arm].billing == "lease":
             progress.spend_usd = self._lease_spend(key.arm)
 
     def _lease_spend(self, arm: str) -> float:
-        adapter = self.adapters.get(arm)
-        lease = getattr(adapter, "lease", None)
-        if lease is None:
-            return 0.0
-        hours = (utcnow() - lease.started_at).total_seconds() / 3600
-        return hours * lease.usd_per_hour * lease.count
+        """What the arm's lease has cost so far, by the cost model's own rule."""
+        lease = self.held.get(arm)
+        return lease_cost_usd(lease) if lease is not None else 0.0
 
 
 class _Outcome:
@@ -455,7 +450,7 @@ class _Outcome:
         self.rewards: dict | None = None  # reward.json's keys, or SWE-bench's report
         self.patch = ""
         self.patch_error: str | None = None
-        self.exit_reason: str | None = None  # set when the harness, not the episode, decided how it ended
+        self.exit_reason: ExitReason | None = None  # set when the harness, not the episode, decided how it ended
         self.resolved = False
         self.infra_error = False
         self.harness_error = False
@@ -463,7 +458,7 @@ class _Outcome:
         self.error: str | None = None
         self.cpu_seconds: float | None = None
 
-    def fail(self, exit_reason: str, error: str) -> None:
+    def fail(self, exit_reason: ExitReason, error: str) -> None:
         """An error of the harness or of the task: not retried, not the model's miss, counted as an error."""
         self.exit_reason, self.error, self.harness_error, self.resolved = exit_reason, error, True, False
 
@@ -478,8 +473,8 @@ class _LedgerRecorder:
 
     async def model_call(self, step: int, attempt: CallAttempt) -> None:
         cost = price_source = revision = None
-        if isinstance(self.spec, RouterArm):
-            price = price_arm_call(attempt.usage, self.spec, attempt.router_model)
+        price = self.spec.price_call(attempt.usage, attempt.router_model)
+        if price is not None:
             cost, price_source, revision = price.cost_usd, price.price_source, price.price_revision
             self.spend_usd += cost or 0.0
         else:

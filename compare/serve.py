@@ -49,7 +49,8 @@ serve = main  # the command's name on the `leafcost` app
 def build_app(path: Path, *, api_token: str | None, access=None):
     """The API and, at /, the web page rendering the summaries the API caches (so both show the same numbers),
     both reading the ledger the same way (`access`: through a writing ledger for `leafcost run --serve`)."""
-    from compare.api import LedgerAccess, create_app
+    from compare.api import create_app
+    from compare.ledger import LedgerAccess
     from reports.web import web_router
 
     access = access or LedgerAccess(path)

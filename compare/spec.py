@@ -8,19 +8,17 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from adapters.scrubbing import url_secrets
+from compare.arms import (ARM_NAME, ARM_TAGS, MAX_USD_PER_HOUR, MAX_USD_PER_MTOK, MAX_USD_PER_VCPU_HOUR,  # noqa: F401
+                          Arm, GpuLeaseSpec, LocalArm, OracleArm, Prices, PriceTier, RouterArm, Sampling, SglangArm,
+                          StrictModel)
 from sandbox import SWEBenchImages
 
-ARM_NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
-# Upper bounds far above any real plan: a value past them is a typo, and the ledger's columns are 64-bit.
-MAX_USD_PER_MTOK = 10_000.0  # USD per 1M tokens
-MAX_USD_PER_HOUR = 10_000.0  # per GPU, or for the local arm's machine
-MAX_USD_PER_VCPU_HOUR = 100.0
+# Upper bounds far above any real plan (the arms' price bounds are with the arms): a typo, not a plan.
 MAX_TOKENS = 100_000_000
 MAX_SECONDS = 30 * 86_400
 INT64 = 2**63 - 1
@@ -30,131 +28,14 @@ class SpecError(ValueError):
     """A run spec that cannot be used; the message names the file and the field path."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class Budgets(_Strict):
+class Budgets(StrictModel):
     max_steps: int = Field(150, gt=0, le=1_000_000)
     max_context_tokens: int = Field(131072, gt=0, le=MAX_TOKENS)
     max_tokens_per_turn: int | None = Field(None, gt=0, le=MAX_TOKENS)
     time_budget_sec: float = Field(10800.0, gt=0, le=MAX_SECONDS)
 
 
-class Sampling(_Strict):
-    """Sent in the request body; SGLang-only extras (top_k, min_p, repetition_penalty, chat_template_kwargs)
-    are sent as SGLang reads them."""
-
-    temperature: float | None = Field(None, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = Field(None, ge=-1, le=2**31 - 1)
-    min_p: float | None = Field(None, ge=0, le=1)
-    repetition_penalty: float | None = Field(None, gt=0)
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
-
-    def body(self) -> dict[str, Any]:
-        return {k: v for k, v in self.model_dump().items() if v is not None}
-
-
-class PriceTier(_Strict):
-    """The rates of a long-context tier (USD per 1M tokens): a request whose prompt is above the threshold is
-    billed entirely at these rates, as providers (and litellm) do."""
-
-    input: float = Field(ge=0, le=MAX_USD_PER_MTOK)
-    output: float = Field(ge=0, le=MAX_USD_PER_MTOK)
-    cached_input: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
-    cache_write: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
-
-
-class Prices(_Strict):
-    """USD per 1M tokens, as providers list them."""
-
-    input: float = Field(ge=0, le=MAX_USD_PER_MTOK)
-    output: float = Field(ge=0, le=MAX_USD_PER_MTOK)
-    cached_input: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
-    cache_write: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
-    reasoning: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
-    above_200k: PriceTier | None = Field(None, description="rates for requests whose prompt exceeds 200k tokens")
-    markup_pct: float = Field(0.0, ge=0, le=1000,
-                              description="the router's markup over these prices (0 for OrcaRouter)")
-
-
-class GpuLeaseSpec(_Strict):
-    type: str
-    count: int = Field(1, gt=0, le=4096)
-    usd_per_hour: float = Field(gt=0, le=MAX_USD_PER_HOUR, description="per GPU")
-    saturation_tokens_per_sec: float | None = Field(
-        None, gt=0, le=1e12, description="the server's throughput at saturation (prompt + output tokens/s, all GPUs); "
-        "the marginal cost's denominator. Unset: measured from the server's samples")
-
-
-class _Arm(_Strict):
-    name: str = Field(pattern=ARM_NAME)
-    model: str = ""
-    base_url: str | None = None
-    sampling: Sampling = Field(default_factory=Sampling)
-    request_timeout_sec: float = Field(600.0, gt=0, le=86_400)
-    max_retries: int = Field(3, ge=0, le=100)
-    leaf_checkout: str | None = Field(
-        None, min_length=1, description="a FrogNano clone: send Leaf's own system prompt and tool descriptions, "
-        "read from its frognano/harness/leaf/tools.py (never imported or run), instead of leafcost's words")
-
-    @field_validator("base_url")
-    @classmethod
-    def _no_credentials(cls, url: str | None) -> str | None:
-        # The spec is stored in the ledger as written: a key inside the URL would be stored with it.
-        if url and url_secrets(url):
-            raise ValueError("holds credentials (user:password@ or a key in the query); remove them and name the "
-                             "environment variable that holds the key in api_key_env")
-        return url
-
-
-class SglangArm(_Arm):
-    adapter: Literal["sglang"]
-    model: str
-    base_url: str
-    api_key_env: str | None = None
-    gpu: GpuLeaseSpec
-    metrics_interval_sec: float = Field(15.0, gt=0, le=3600)
-    allow_unlisted_model: bool = Field(
-        False, description="start even when the endpoint lists its models and this arm's model is not among them "
-        "(for routers that route unlisted names); otherwise such an arm is refused at start")
-
-
-class RouterArm(_Arm):
-    adapter: Literal["router"]
-    model: str
-    api_key_env: str | None = Field(None, description="name of the environment variable holding the key")
-    prices: Prices | None = Field(None, description="explicit prices; otherwise litellm's pinned price map")
-    fallback_prices: dict[str, Prices] = Field(
-        default_factory=dict, description="prices of the models the router may fall back to, by the model name "
-        "it reports (x-litellm-model-group); a fallback not listed is priced from litellm's map, else unpriced")
-    allow_unpriced: bool = False
-    allow_unlisted_model: bool = Field(
-        False, description="start even when the endpoint lists its models and this arm's model is not among them "
-        "(for routers that route unlisted names); otherwise such an arm is refused at start")
-
-
-class LocalArm(_Arm):
-    adapter: Literal["local"]
-    model: str = "smollm2-135m"
-    machine_usd_per_hour: float = Field(0.10, gt=0, le=MAX_USD_PER_HOUR,
-                                        description="what this CPU machine costs per hour")
-    parallel: int = Field(4, gt=0, le=4096, description="server slots (continuous batching)")
-
-
-class OracleArm(_Arm):
-    """Runs each task's reference solution instead of a model: proves the harness end to end."""
-
-    adapter: Literal["oracle"]
-
-
-Arm = Annotated[SglangArm | RouterArm | LocalArm | OracleArm, Field(discriminator="adapter")]
-
-
-class SandboxConfig(_Strict):
+class SandboxConfig(StrictModel):
     backend: Literal["local", "podman", "docker"] = Field(
         "local", description="local: bubblewrap over this host; podman or docker: each task's own container image")
     base_root: str = "host"
@@ -173,14 +54,14 @@ class SandboxConfig(_Strict):
         return self
 
 
-class CostConfig(_Strict):
+class CostConfig(StrictModel):
     sandbox_usd_per_vcpu_hour: float = Field(
         0.045, ge=0, le=MAX_USD_PER_VCPU_HOUR,
         description="what one sandbox vCPU-hour costs, the same for every arm (default: an on-demand "
         "general-purpose cloud vCPU)")
 
 
-class RunSpec(_Strict):
+class RunSpec(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
     suite: str
     swebench: SWEBenchImages = Field(default_factory=SWEBenchImages,
@@ -330,7 +211,7 @@ def describe_validation_error(exc: ValidationError) -> str:
     """Every problem, each as `field.path: message` (the union tag is dropped from arm paths)."""
     lines = []
     for error in exc.errors():
-        loc = [str(part) for part in error["loc"] if part not in {"sglang", "router", "local", "oracle"}]
+        loc = [str(part) for part in error["loc"] if part not in ARM_TAGS]
         where = ".".join(loc) or "(top level)"
         message = error["msg"]
         if error["type"] == "extra_forbidden":

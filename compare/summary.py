@@ -31,10 +31,9 @@ from compare.costs import (
     utilization,
 )
 from compare.ledger import RunRecord, fetch_rows
-from compare.spec import LocalArm, OracleArm, RouterArm, RunSpec, SglangArm
+from compare.pricing import UNPRICED_CALL_SQL
+from compare.spec import RunSpec
 from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Resampler, ratio, resolve_rates
-
-SELF_HOSTED = (SglangArm, LocalArm)
 
 
 class SummaryError(ValueError):
@@ -67,11 +66,7 @@ class ArmFacts:
 
     @property
     def kind(self) -> str:
-        if isinstance(self.spec, RouterArm):
-            return "hosted"
-        if isinstance(self.spec, SELF_HOSTED):
-            return "self-hosted"
-        return "oracle"
+        return self.spec.kind
 
 
 def load_run(conn, run_id: str) -> RunRecord:
@@ -108,14 +103,13 @@ def load_arms(conn, run: RunRecord, spec: RunSpec, names: list[str] | None = Non
     return facts
 
 
-# Every attempt of the run with its calls' recorded cost, the router's own figure and its unpriced calls (tokens
-# used, cost None or 0.0: compare.pricing.is_unpriced), one row per episode: DuckDB does the per-call work.
-_EPISODES_SQL = """
+# Every attempt of the run with its calls' recorded cost, the router's own figure and its unpriced calls
+# (compare.pricing.UNPRICED_CALL_SQL), one row per episode: DuckDB does the per-call work.
+_EPISODES_SQL = f"""
 WITH calls AS (
     SELECT episode_id, sum(cost_usd) AS cost, sum(router_cost_usd) AS router_cost,
            count(router_cost_usd) AS router_calls,
-           count(*) FILTER (WHERE (cost_usd IS NULL OR cost_usd = 0) AND prompt_tokens + completion_tokens > 0
-                            AND price_source <> 'lease') AS unpriced
+           count(*) FILTER (WHERE {UNPRICED_CALL_SQL}) AS unpriced
     FROM model_calls WHERE run_id = ? GROUP BY episode_id)
 SELECT e.arm, e.episode_id, e.task_id, e.seed, e.attempt, e.final, coalesce(e.resolved, false) AS resolved,
        e.infra_error, e.harness_error, coalesce(e.exit_reason, 'running') AS exit_reason,
@@ -123,7 +117,7 @@ SELECT e.arm, e.episode_id, e.task_id, e.seed, e.attempt, e.final, coalesce(e.re
        coalesce(e.completion_tokens, 0) AS completion_tokens, coalesce(e.sandbox_cpu_seconds, 0) AS cpu_seconds,
        coalesce(e.sandbox_spec_hash, '') AS sandbox_spec_hash, coalesce(c.cost, 0) AS call_cost,
        coalesce(c.router_cost, 0) AS router_cost, coalesce(c.router_calls, 0) AS router_calls,
-       coalesce(c.unpriced, 0) AS unpriced
+       coalesce(c.unpriced, 0) AS unpriced, e.sandbox_cpu_seconds IS NULL AS cpu_unmeasured
 FROM episodes AS e LEFT JOIN calls AS c USING (episode_id)
 WHERE e.run_id = ? ORDER BY e.arm, e.task_id, e.seed, e.attempt
 """
@@ -222,6 +216,7 @@ def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples:
     priced = unpriced == 0
     no_cost = None if priced else f"{unpriced} hosted calls are unpriced (no price for their model): no cost number"
     total = float(per_episode.sum()) if priced else None
+    sandbox_measured, sandbox_reason = _sandbox_measured(e["cpu_unmeasured"].astype(bool))
     summary: dict[str, Any] = {
         "arm": facts.arm, "kind": facts.kind, "adapter": facts.spec.adapter, "model": facts.spec.model,
         "status": facts.status, "status_reason": facts.status_reason,
@@ -234,7 +229,8 @@ def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples:
         **_error_rates(e, finals),
         **facts.prompt,
         "cost_usd": {"total": total, "tokens": float(token_cost.sum()) if priced else None,
-                     "gpu": float(lease_part["attributed"].sum()), "sandbox": float(sandbox.sum())},
+                     "gpu": float(lease_part["attributed"].sum()),
+                     "sandbox": float(sandbox.sum()) if sandbox_measured else None},
         "cost_per_resolved_attempt": _cost_per_resolved(cost_by_task, c, indices, no_cost, "no resolved attempts"),
         "cost_per_resolved_task": _cost_per_resolved(cost_by_task, (c > 0).astype(float), indices, no_cost,
                                                      "no task resolved"),
@@ -244,8 +240,22 @@ def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples:
         "router_reported_cost_usd": router_cost,
         "lease": lease_part["detail"],
         "sandbox_cpu_seconds": float(e["cpu_seconds"].sum()),
+        "sandbox_cost_reason": sandbox_reason,
     }
     return summary, ArmTables(tasks=tasks, n=n, c=c, cost=cost_by_task)
+
+
+def _sandbox_measured(unmeasured: np.ndarray) -> tuple[bool, str | None]:
+    """Whether any attempt's sandbox CPU was measured, and why the sandbox cost is missing or partial: never $0 for
+    what nothing measured."""
+    missing = int(unmeasured.sum())
+    if not missing:
+        return True, None
+    reason = (f"not measured for {missing} of {len(unmeasured)} attempts: no cgroup measured their CPU (the prlimit "
+              "fallback without root, or a container engine on another machine)")
+    if missing == len(unmeasured):
+        return False, reason
+    return True, reason + "; the sandbox cost counts the measured attempts only"
 
 
 @lru_cache(maxsize=8)
@@ -284,13 +294,13 @@ def _lease_parts(facts: ArmFacts, episode_ids: list[str], e: dict[str, np.ndarra
     shares = attribute_lease(total, works, weights)
     attributed = np.array([shares.get(eid, 0.0) for eid in episode_ids])
     busy = read_busy(facts.samples)
-    if isinstance(facts.spec, LocalArm) and busy.seconds is None:
-        busy = busy._replace(reason="llama.cpp (the local arm's server) has no busy-time counter")
+    if facts.spec.busy_counter_missing and busy.seconds is None:
+        busy = busy._replace(reason=facts.spec.busy_counter_missing)
     util = utilization(busy.seconds, leases[0], now) if len(leases) == 1 else None
     seconds = sum(lease_seconds(lease, now) for lease in leases)
     # the marginal cost's $/s: every lease's GPUs (leases of one arm follow one another, e.g. after a resume)
     usd_per_second = total / seconds if seconds else 0.0
-    saturation = getattr(getattr(facts.spec, "gpu", None), "saturation_tokens_per_sec", None)
+    saturation = facts.spec.stated_saturation()
     saturation_source = "spec" if saturation else None
     if saturation is None:
         saturation = measured_saturation_tokens_per_sec(facts.samples)
@@ -332,7 +342,7 @@ def _error_rates(e: dict[str, np.ndarray], finals: np.ndarray) -> dict[str, floa
 
 def _prompt(spec: Any, row: dict[str, Any]) -> dict[str, Any]:
     """Runs recorded before the prompt source was stored sent leafcost's words; the oracle sends nothing."""
-    if isinstance(spec, OracleArm):
+    if spec.kind == "oracle":
         return {"prompt_source": None}
     return {"prompt_source": row.get("prompt_source") or "leafcost", "leaf_commit": row.get("leaf_commit")}
 
@@ -355,7 +365,7 @@ def _price_source(facts: ArmFacts, overrides: PriceOverrides | None) -> str:
     if facts.kind == "oracle":
         return "none (sandbox only)"
     sources = [s for s in facts.price_sources if s != "lease"]
-    return "+".join(sources) if sources else ("explicit" if facts.spec.prices is not None else "litellm")
+    return "+".join(sources) if sources else facts.spec.price_sheet()["source"]
 
 
 def _none(reason: str) -> dict[str, Any]:

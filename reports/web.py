@@ -17,9 +17,8 @@ import duckdb
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from compare.api import LedgerAccess
 from compare.breakeven import breakeven
-from compare.ledger import LedgerError, fetch_rows
+from compare.ledger import LedgerAccess, LedgerError, fetch_rows
 from compare.summary import SummaryError, summarize
 from compare.trajectory_files import read_trajectory
 from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg

@@ -21,6 +21,17 @@ from sandbox import SandboxOptions, load_harbor_task
 # there), never in leafcost's test run.
 collect_ignore_glob = ["fixtures/swebench/*/repo"]
 
+# Tests that need the container images (built from Debian's packages on a fresh machine) or litellm's proxy take
+# tens of seconds each: `make test` runs them, `make test-fast` (-m "not slow") leaves them out.
+SLOW_FIXTURES = frozenset({"container_images", "litellm_proxy"})
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 # Tests never assert timings: hypothesis's per-example deadline (200 ms) would fail a property on a loaded machine.
 settings.register_profile("leafcost", deadline=None)
 settings.load_profile("leafcost")
@@ -138,7 +149,8 @@ def four_arm_run(tmp_path_factory):
     `oracle`, over calc-a and calc-b (solvable) and calc-c (not), two seeds. Returns (db, run_id)."""
     import asyncio
 
-    from adapters.scripted_server import ScriptedServer
+    from support.sglang_fake import ScriptedServer
+
     from compare.ledger import Ledger
     from compare.runner import Runner
     from compare.spec import parse_run_spec

@@ -11,6 +11,8 @@ import pytest
 from container_images import ULIMITS, ImageSetupError, podman_argv
 from swebench_images import FIXTURES, ROWS, ensure_swebench_instance_images, image_name, make_build_context
 
+pytestmark = pytest.mark.slow  # end to end: make test-fast leaves it out
+
 ROW_LIST = [json.loads(line) for line in ROWS.read_text().splitlines() if line.strip()]
 BY_ID = {row["instance_id"]: row for row in ROW_LIST}
 LABEL = ["--label", "leafcost.test=swebench-images"]  # finds this file's leftovers, should a run be killed

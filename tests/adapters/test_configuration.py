@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support.sglang_fake import ScriptedServer
 
 from adapters.base import AdapterError
 from adapters.router import RouterAdapter
-from adapters.scripted_server import ScriptedServer
 from adapters.sglang import SGLangAdapter
 
 KEY_ENV = "LEAFCOST_TEST_CONFIG_KEY"

@@ -18,6 +18,8 @@ import pytest
 from adapters.children import end_leftovers, records_dir
 from adapters.litellm_proxy import Deployment, LitellmProxy, ProxyError, _port_free
 
+pytestmark = pytest.mark.slow  # end to end: make test-fast leaves it out
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PRIMARY = Deployment(model_name="hosted-gpt", backend_url="http://127.0.0.1:9/v1", deployment_id="p",

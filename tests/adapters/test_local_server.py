@@ -21,6 +21,8 @@ from adapters.local_server import (LOCAL_REQUEST_POLICY, MODEL_ENV, LocalModelEr
                                    LocalRequestPolicy, find_model)
 from sandbox.leaf_tools import LEAF_TOOL_NAMES, LEAF_TOOLS
 
+pytestmark = pytest.mark.slow  # end to end: make test-fast leaves it out
+
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = ("You are a software engineering agent in a checked-out repository. Use the tools to inspect files, make "
           "focused edits and run commands. Solve the task, validate when practical, and answer briefly.")

@@ -9,11 +9,11 @@ import json
 import time
 
 import pytest
+from support.sglang_fake import ScriptedServer
 
 from adapters.base import AdapterError
 from adapters.openai_http import OpenAICompatibleAdapter
 from adapters.router import API_KEY_ENV_ORDER, RouterAdapter
-from adapters.scripted_server import ScriptedServer
 from sandbox import LEAF_TOOLS
 
 KEY = "sk-leafcost-test-5f2b9c0e7a1d"

@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support.sglang_fake import ScriptedServer
 
 from adapters.base import AdapterError, Usage
 from adapters.router import RouterAdapter
-from adapters.scripted_server import ScriptedServer
 from compare.pricing import explicit_cost
 from compare.spec import Prices
+
+pytestmark = pytest.mark.slow  # end to end: make test-fast leaves it out
 
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 500, "cached_tokens": 200, "reasoning_tokens": 40}
 

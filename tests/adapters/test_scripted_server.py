@@ -1,5 +1,6 @@
-"""The scripted server, driven over real HTTP: each kind of turn, conversation counting, auth, errors, usage,
-SGLang's extra endpoints and metrics, streaming, the subprocess and command-line modes."""
+"""The fake SGLang server (tests/support/sglang_fake), driven over real HTTP: each kind of turn, conversation
+counting, auth, errors, usage, SGLang's extra endpoints and metrics, streaming, the subprocess and command-line
+modes."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
-from adapters.scripted_server import Script, ScriptedServer
+from support.sglang_fake import Script, ScriptedServer
 
-REPO = Path(__file__).resolve().parents[2]
+TESTS = Path(__file__).resolve().parents[1]
+# The command line finds the `support` package the way pytest does: `tests/` on the path.
+CLI_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
 USER = [{"role": "system", "content": "You are Leaf."}, {"role": "user", "content": "Fix calc.add."}]
 BASH_LS = {"name": "Bash", "arguments": {"command": "ls"}}
 
@@ -383,50 +386,21 @@ def test_metrics_can_be_off():
         assert httpx.get(f"{server.root_url}/metrics").status_code == 404
 
 
-# --- HTTP details --------------------------------------------------------------------------------------------
-
-def read_response(sock: socket.socket, buffer: bytearray) -> tuple[bytes, bytes]:
-    while b"\r\n\r\n" not in buffer:
-        buffer += sock.recv(65536)
-    end = buffer.index(b"\r\n\r\n")
-    head = bytes(buffer[:end])
-    length = int(re.search(rb"content-length: (\d+)", head).group(1))
-    while len(buffer) < end + 4 + length:
-        buffer += sock.recv(65536)
-    body = bytes(buffer[end + 4:end + 4 + length])
-    del buffer[:end + 4 + length]
-    return head, body
-
-
-def test_pipelined_requests_on_one_connection_are_answered_in_order():
-    with ScriptedServer({"turns": [{"content": "first"}, {"content": "second"}]}) as server:
-        requests = b""
-        for messages in (USER, follow_up(USER, chat(server, USER))):
-            body = json.dumps({"messages": messages}).encode()
-            requests += (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-                         b"content-length: %d\r\n\r\n%s" % (len(body), body))
-        with socket.create_connection(("127.0.0.1", server.port)) as sock:
-            sock.sendall(requests)
-            buffer = bytearray()
-            answers = [json.loads(read_response(sock, buffer)[1]) for _ in range(2)]
-    assert [a["choices"][0]["message"]["content"] for a in answers] == ["first", "second"]
-
-
-def test_chunked_request_body_is_accepted():
-    with ScriptedServer({"turns": [{"content": "ok"}]}) as server:
-        body = json.dumps({"messages": USER}).encode()
-        response = httpx.post(f"{server.base_url}/chat/completions", content=iter([body[:10], body[10:]]),
-                              headers={"content-type": "application/json"})
-        recorded = server.requests[-1]
-    assert recorded.headers.get("transfer-encoding") == "chunked"
-    assert message_of(response)["content"] == "ok"
-
-
 def test_non_json_body_gets_400():
     with ScriptedServer({"turns": [{"content": "ok"}]}) as server:
         response = httpx.post(f"{server.base_url}/chat/completions", content=b"{nope",
                               headers={"content-type": "application/json"})
     assert response.status_code == 400 and "error" in response.json()
+
+
+def test_a_request_body_over_a_megabyte_is_answered():
+    # A long conversation outgrows aiohttp's default 1 MiB request limit; SGLang takes it.
+    long = [*USER, {"role": "user", "content": "x" * 3_000_000}]
+    with ScriptedServer({"turns": [{"content": "read it all"}]}) as server:
+        response = chat(server, long)
+        [body] = server.chat_bodies
+    assert message_of(response)["content"] == "read it all"
+    assert len(body["messages"][-1]["content"]) == 3_000_000
 
 
 # --- instant mode, subprocess, command line ------------------------------------------------------------------
@@ -458,9 +432,8 @@ def test_command_line_writes_the_port_file(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"turns": [{"content": "from the cli"}]}))
     port_file = tmp_path / "port"
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    process = subprocess.Popen([sys.executable, "-m", "adapters.scripted_server", "--port", "0", "--script",
-                                str(script), "--port-file", str(port_file)], cwd=REPO, env=env,
+    process = subprocess.Popen([sys.executable, "-m", "support.sglang_fake", "--port", "0", "--script",
+                                str(script), "--port-file", str(port_file)], cwd=tmp_path, env=CLI_ENV,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         printed = process.stdout.readline().decode().strip()
@@ -477,6 +450,6 @@ def test_command_line_writes_the_port_file(tmp_path):
 def test_command_line_refuses_a_bad_script(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"turns": [{"status": 200}]}))
-    result = subprocess.run([sys.executable, "-m", "adapters.scripted_server", "--script", str(script)], cwd=REPO,
-                            capture_output=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "support.sglang_fake", "--script", str(script)], cwd=tmp_path,
+                            env=CLI_ENV, capture_output=True, timeout=60)
     assert result.returncode == 2 and b"cannot load --script" in result.stderr

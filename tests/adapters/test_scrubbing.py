@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support.sglang_fake import ScriptedServer
 
 from adapters import arm_secrets, redact_url, redact_values, scrub, secret_values
 from adapters.base import AdapterError
 from adapters.router import RouterAdapter
-from adapters.scripted_server import ScriptedServer
 from adapters.scrubbing import url_secrets
 from adapters.sglang import SGLangAdapter
 

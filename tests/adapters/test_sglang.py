@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support.sglang_fake import ScriptedServer
 
 from adapters.base import AdapterError
-from adapters.scripted_server import ScriptedServer
 from adapters.sglang import SGLangAdapter, launch_command, parser_warnings
 
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sandbox import BUILTIN_SUITE
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
@@ -19,6 +21,7 @@ def leafcost(*args: str, cache: Path, env: dict[str, str] | None = None) -> subp
     return subprocess.run([str(LEAFCOST), *args], capture_output=True, text=True, env=environment, timeout=900)
 
 
+@pytest.mark.slow
 def test_builtin_suite_is_all_valid_with_exact_json_schema(tmp_path):
     result = leafcost("validate", "builtin", "--json", "--workers", "2", cache=tmp_path / "cache")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -16,6 +16,8 @@ import pytest
 from adapters.litellm_proxy import free_port
 from conftest import leafcost_serve
 
+pytestmark = pytest.mark.slow  # end to end: make test-fast leaves it out
+
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 from leaf_checkouts import FAKE_PROMPT, fake_tools, write_checkout
+from support.sglang_fake import ScriptedServer
 
 from adapters.openai_http import OpenAICompatibleAdapter
-from adapters.scripted_server import ScriptedServer
 from compare.episode import LEAFCOST_PROMPT, SYSTEM_PROMPT, run_episode
 from compare.leaf_prompt import read_leaf_checkout
 from compare.spec import Budgets

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from leaf_checkouts import (FAKE_PROMPT, HARNESS, OLD_HARNESS, agent_source, commit, fake_tools, tools_source,
                             write_checkout)
+from support.sglang_fake import ScriptedServer
 
-from adapters.scripted_server import ScriptedServer
-from compare.arms import build_adapter
 from compare.episode import LEAFCOST_PROMPT, SYSTEM_PROMPT
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, read_leaf_checkout, run_spec_digest
 from compare.spec import parse_run_spec
@@ -166,7 +165,7 @@ def preset_spec(server_url, sampling=None):
 
 def sent_body(spec):
     async def chat():
-        adapter = build_adapter(spec.arms[0])
+        adapter = spec.arms[0].build_adapter()
         try:
             await adapter.chat([{"role": "user", "content": "hi"}], LEAF_TOOLS)
         finally:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 from adapters.base import Usage
-from compare.pricing import (explicit_cost, is_unpriced, litellm_prices, price_arm_call, price_call,
-                             unmodelled_tier_threshold)
+from compare.pricing import UNPRICED_CALL_SQL, explicit_cost, litellm_prices, price_call, unmodelled_tier_threshold
 from compare.spec import Prices, PriceTier, RouterArm, SpecError, parse_run_spec
 
 USAGE = Usage(prompt_tokens=1_000_000, completion_tokens=100_000, cached_tokens=400_000, reasoning_tokens=0)
@@ -21,25 +21,25 @@ def arm(**changes) -> RouterArm:
 
 def test_the_arms_own_model_is_priced_at_the_arms_sheet():
     for router_model in (None, "hosted-gpt"):
-        price = price_arm_call(USAGE, arm(), router_model)
+        price = arm().price_call(USAGE, router_model)
         # 1M input (cached at the input rate: the sheet lists no cached rate) + 0.1M output at $10
         assert (price.cost_usd, price.price_source, price.price_revision) == (2.0, "explicit", "arm sheet")
 
 
 def test_a_fallback_is_priced_at_its_own_sheet():
-    price = price_arm_call(USAGE, arm(), "backup")
+    price = arm().price_call(USAGE, "backup")
     # 0.6M uncached at $2, 0.4M cached at $0.5, 0.1M output at $20
     assert price.cost_usd == pytest.approx(1.2 + 0.2 + 2.0, rel=1e-12)
     assert price.price_revision == "arm sheet: fallback_prices.backup"
 
 
 def test_an_unlisted_fallback_comes_from_litellms_map_or_is_unpriced():
-    known = price_arm_call(USAGE, arm(), "gpt-5-mini")
+    known = arm().price_call(USAGE, "gpt-5-mini")
     sheet = litellm_prices("gpt-5-mini")
     assert known.price_source == "litellm" and known.price_revision.startswith("litellm 1.110.2")
     assert known.cost_usd == pytest.approx((0.6 * sheet.input + 0.4 * sheet.cached_input + 0.1 * sheet.output),
                                            rel=1e-12)
-    unknown = price_arm_call(USAGE, arm(), "nobody-prices-this-model")
+    unknown = arm().price_call(USAGE, "nobody-prices-this-model")
     assert (unknown.cost_usd, unknown.price_source) == (None, "unpriced")
 
 
@@ -165,10 +165,16 @@ def test_a_model_without_a_200k_tier_has_none_and_other_tiers_are_unpriced_past_
 
 # --- the unpriced guard ----------------------------------------------------------------------------------------------
 
-def test_no_cost_or_a_zero_cost_for_a_call_that_used_tokens_is_unpriced():
-    used = Usage(prompt_tokens=10, completion_tokens=0)
-    assert is_unpriced(None, used) and is_unpriced(0.0, used)
-    assert is_unpriced(0.0, Usage(completion_tokens=1))
-    assert not is_unpriced(1e-9, used)
-    # a call that used no tokens costs nothing, and 0.0 is its right price
-    assert not is_unpriced(0.0, Usage()) and is_unpriced(None, Usage()) is False
+def test_no_cost_or_a_zero_cost_for_a_hosted_call_that_used_tokens_is_unpriced():
+    """The rule the summary runs, on real DuckDB rows (the ledger's columns)."""
+    calls = [  # (id, cost_usd, prompt_tokens, completion_tokens, price_source, unpriced?)
+        (1, None, 10, 0, "unpriced", True), (2, 0.0, 10, 0, "litellm", True), (3, 0.0, 0, 1, "explicit", True),
+        (4, 1e-9, 10, 0, "explicit", False),
+        (5, 0.0, 0, 0, "litellm", False), (6, None, 0, 0, "unpriced", False),  # no tokens: 0.0 is its right price
+        (7, None, 10, 5, "lease", False)]  # a self-hosted arm's call: paid by the lease
+    with duckdb.connect() as conn:
+        conn.execute("CREATE TABLE model_calls (id INT, cost_usd DOUBLE, prompt_tokens BIGINT, "
+                     "completion_tokens BIGINT, price_source VARCHAR)")
+        conn.executemany("INSERT INTO model_calls VALUES (?, ?, ?, ?, ?)", [c[:5] for c in calls])
+        found = {row[0] for row in conn.execute(f"SELECT id FROM model_calls WHERE {UNPRICED_CALL_SQL}").fetchall()}
+    assert found == {c[0] for c in calls if c[5]}

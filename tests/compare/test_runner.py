@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.sglang_fake import ScriptedServer
 
-from adapters.scripted_server import ScriptedServer
 from compare.ledger import Ledger
 from compare.runner import Runner, RunError
 from compare.spec import parse_run_spec
@@ -134,6 +134,7 @@ def wait_for_finished(db: Path, count: int, process: subprocess.Popen, timeout: 
     raise AssertionError(f"fewer than {count} episodes finished: {process.poll()} {process.stderr.read()}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", ["kill -9", "ctrl-c"])
 def test_resume_after_a_crash_runs_only_what_is_unfinished(suite, tmp_path, stop):
     slow = {"turns": [{**SOLVE["turns"][0], "delay": 0.3}, SOLVE["turns"][1]]}
@@ -309,6 +310,7 @@ def test_resume_runs_a_key_whose_interrupted_attempts_reached_max_attempts(suite
                                                                                 (2, "oracle", True)]
 
 
+@pytest.mark.slow
 def test_run_serves_the_api_and_page_while_it_writes_the_ledger(suite, tmp_path):
     # DuckDB lets no other process open a ledger being written: `run --serve` serves it from the writer itself.
     import urllib.request

@@ -7,7 +7,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from adapters.scripted_server import ScriptedServer
+from support.sglang_fake import ScriptedServer
+
 from compare.ledger import Ledger
 from compare.runner import Runner
 from compare.spec import parse_run_spec

@@ -225,3 +225,26 @@ def test_an_open_lease_is_billed_to_its_last_heartbeat_so_the_figures_never_move
     # an open lease without a heartbeat (written before heartbeats existed) still ends at now: it moves
     no_beat = copy_of(killed, tmp_path, "UPDATE gpu_leases SET heartbeat_at = NULL")
     assert frognano(no_beat, run_id, now=started + timedelta(hours=1))["lease"]["seconds"] == 3600.0
+
+
+def test_a_sandbox_cost_nothing_measured_is_not_zero_but_missing_with_its_reason(ledger_run, tmp_path):
+    """Attempts whose CPU no cgroup measured (prlimit without root, an engine elsewhere): never priced as $0."""
+    db, run_id = ledger_run
+    copy = tmp_path / "ledger.duckdb"
+    shutil.copy(db, copy)
+    with duckdb.connect(str(copy)) as conn:
+        conn.execute("UPDATE episodes SET sandbox_cpu_seconds = NULL WHERE run_id = ? AND arm = 'hosted'", [run_id])
+        one = conn.execute("SELECT episode_id FROM episodes WHERE run_id = ? AND arm = 'frognano' ORDER BY "
+                           "episode_id LIMIT 1", [run_id]).fetchone()[0]
+        conn.execute("UPDATE episodes SET sandbox_cpu_seconds = NULL WHERE episode_id = ?", [one])
+        attempts = conn.execute("SELECT count(*) FROM episodes WHERE run_id = ? AND arm = 'frognano'",
+                                [run_id]).fetchone()[0]
+        arms = {arm["arm"]: arm for arm in summarize(conn, run_id, resamples=200)["arms"]}
+    hosted, frognano, oracle = arms["hosted"], arms["frognano"], arms["oracle"]
+    assert hosted["cost_usd"]["sandbox"] is None
+    assert hosted["sandbox_cost_reason"].startswith("not measured for 6 of 6 attempts: no cgroup measured")
+    assert frognano["cost_usd"]["sandbox"] is not None and frognano["cost_usd"]["sandbox"] > 0
+    assert frognano["sandbox_cost_reason"] == (
+        f"not measured for 1 of {attempts} attempts: no cgroup measured their CPU (the prlimit fallback without "
+        "root, or a container engine on another machine); the sandbox cost counts the measured attempts only")
+    assert oracle["sandbox_cost_reason"] is None and oracle["cost_usd"]["sandbox"] > 0

@@ -52,6 +52,7 @@ def test_hanging_verifier_is_a_timeout_error_not_a_miss(make_task, sandbox_optio
     ('{"correctness": 1.0, "style": 0.5}', False, 0.5),
     ('{"reward": 1, "style": 0}', True, 1.0),  # a `reward` key decides alone
 ])
+@pytest.mark.slow
 def test_reward_json_with_several_keys_as_harbor_writes_it(make_task, sandbox_options, document, resolved, reward):
     script = f"echo '{document}' > /logs/verifier/reward.json\n"
     opened_result = run(graded(make_task("multi", files={"tests/test.sh": script}), sandbox_options))
@@ -69,6 +70,7 @@ def test_reward_json_with_several_keys_as_harbor_writes_it(make_task, sandbox_op
     ("mkfifo /logs/verifier/reward.txt\n", "reward_invalid"),
     ("echo the tests ran but wrote nothing\n", "reward_missing"),
 ])
+@pytest.mark.slow
 def test_garbage_or_missing_reward_is_an_error(make_task, sandbox_options, script, error):
     result = run(graded(make_task("garbage", files={"tests/test.sh": script}), sandbox_options))
     assert result.error == error
@@ -111,6 +113,7 @@ def test_hidden_tests_and_solution_are_invisible_to_the_agent(make_task, sandbox
     assert "test.sh" not in listing and "solve.sh" not in listing
 
 
+@pytest.mark.slow
 def test_patch_capture_is_leafs_and_resets_the_index(make_task, sandbox_options):
     async def scenario():
         opened = await open_sandbox(make_task(), sandbox_options)
@@ -170,6 +173,7 @@ def test_copy_into_the_base_root_is_refused(make_task, sandbox_options):
         run(open_sandbox(task, sandbox_options))
 
 
+@pytest.mark.slow
 def test_validate_flags_tasks_that_prove_nothing(make_task, sandbox_options):
     always = make_task("always-passes", files={"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"})
     broken_oracle = make_task("bad-oracle", files={"solution/solve.sh": "exit 4\n"})
@@ -226,6 +230,7 @@ def test_verifier_env_takes_host_variables_as_harbor_does_and_a_missing_one_is_a
         run(graded(task, sandbox_options))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["local", "podman"])
 def test_write_file_puts_bytes_in_any_backend_without_a_host_path(backend, make_task, sandbox_options, request):
     if backend == "podman":

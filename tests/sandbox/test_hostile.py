@@ -56,6 +56,7 @@ async def agent_then_verify(task, options, commands: list[str]):
         await opened.close()
 
 
+@pytest.mark.slow
 def test_symlink_racer_left_by_the_agent_cannot_make_the_host_delete_its_files(make_task, sandbox_options, victim):
     racer = python_loop(f"try: os.rmdir('/logs/verifier')\nexcept OSError: pass\n"
                         f"try: os.symlink('{victim}', '/logs/verifier')\nexcept OSError: pass\n"

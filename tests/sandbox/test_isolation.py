@@ -106,6 +106,7 @@ def _accept_quietly(server: socket.socket) -> None:
         pass  # the test closed the server
 
 
+@pytest.mark.slow
 def test_fork_bomb_is_contained_and_the_sandbox_goes_on(make_task, sandbox_options):
     async def scenario():
         bomb = await open_sandbox(make_task("bomb", pids=64), sandbox_options)
@@ -129,6 +130,7 @@ def test_fork_bomb_is_contained_and_the_sandbox_goes_on(make_task, sandbox_optio
     assert via in ({"cgroup-v1", "cgroup-v2"} if os.geteuid() == 0 else {"prlimit"})
 
 
+@pytest.mark.slow
 def test_memory_hog_is_stopped_by_the_limit(make_task, sandbox_options):
     async def scenario():
         opened = await open_sandbox(make_task("hog", memory_mb=200), sandbox_options)

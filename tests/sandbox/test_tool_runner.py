@@ -519,6 +519,7 @@ def test_bash_has_no_stdin(runner: RunnerClient) -> None:
     assert runner.tool("Bash", {"command": "cat; echo after"}, wait=30) == "Exit code: 0\nSTDOUT:\nafter\n\nSTDERR:\n"
 
 
+@pytest.mark.slow
 def test_bash_timeout_keeps_partial_output(runner: RunnerClient) -> None:
     # Timeouts here leave the host's login profile (slow under load) ample time to run first.
     output = runner.tool("Bash", {"command": "echo started; echo half >&2; sleep 60", "timeout": 8}, wait=60)
@@ -548,12 +549,14 @@ def test_bash_does_not_wait_for_a_background_child_holding_the_pipe(runner: Runn
     assert output == f"Exit code: 0\nSTDOUT:\n{child}\ndone\n\nSTDERR:\n"
 
 
+@pytest.mark.slow
 def test_bash_timeout_does_not_wait_for_a_setsid_grandchild(runner: RunnerClient) -> None:
     output = runner.tool("Bash", {"command": "setsid sleep 300 & echo $!; sleep 300", "timeout": 8}, wait=60)
     os.kill(int(output.split("\n")[2]), signal.SIGKILL)
     assert output.startswith("Timed out after 8.0s\nSTDOUT:\n")
 
 
+@pytest.mark.slow
 def test_bash_timeout_kills_the_whole_spawning_process_group(runner: RunnerClient) -> None:
     spawners = "for i in 1 2 3; do (while true; do sleep 300 & sleep 0.02; done) & done; wait"
     output = runner.tool("Bash", {"command": f"echo $$; {spawners}", "timeout": 8}, wait=60)
@@ -562,6 +565,7 @@ def test_bash_timeout_kills_the_whole_spawning_process_group(runner: RunnerClien
     assert live_members(group) == []
 
 
+@pytest.mark.slow
 def test_bash_output_is_capped_in_memory(runner: RunnerClient) -> None:
     output = runner.tool("Bash", {"command": "yes", "timeout": 8}, wait=60)
     assert output.startswith("Timed out after 8.0s\nSTDOUT:\ny\ny\n")

@@ -1,0 +1,130 @@
+"""What every arm of a run spec is, whatever its kind: its common fields, the price and lease types arms use, and the
+questions the runner, the summary, repricing and the API ask an arm instead of branching on its type."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from adapters.scrubbing import url_secrets
+
+if TYPE_CHECKING:
+    from adapters.base import Adapter, Usage
+    from compare.pricing import CallPrice
+    from compare.reprice import ArmPrices as WhatIfPrices
+
+ARM_NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+# Upper bounds far above any real plan: a value past them is a typo, and the ledger's columns are 64-bit.
+MAX_USD_PER_MTOK = 10_000.0  # USD per 1M tokens
+MAX_USD_PER_HOUR = 10_000.0  # per GPU, or for the local arm's machine
+MAX_USD_PER_VCPU_HOUR = 100.0
+
+Kind = Literal["hosted", "self-hosted", "oracle"]
+Billing = Literal["tokens", "lease", "none"]
+
+
+class StrictModel(BaseModel):
+    """A config model: an unknown key is an error naming its field, and so are NaN and the infinities (past the
+    model they would overflow sums or make JSON unencodable)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Sampling(StrictModel):
+    """Sent in the request body; SGLang-only extras (top_k, min_p, repetition_penalty, chat_template_kwargs)
+    are sent as SGLang reads them."""
+
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=-1, le=2**31 - 1)
+    min_p: float | None = Field(None, ge=0, le=1)
+    repetition_penalty: float | None = Field(None, gt=0)
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class PriceTier(StrictModel):
+    """The rates of a long-context tier (USD per 1M tokens): a request whose prompt is above the threshold is
+    billed entirely at these rates, as providers (and litellm) do."""
+
+    input: float = Field(ge=0, le=MAX_USD_PER_MTOK)
+    output: float = Field(ge=0, le=MAX_USD_PER_MTOK)
+    cached_input: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
+    cache_write: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
+
+
+class Prices(StrictModel):
+    """USD per 1M tokens, as providers list them."""
+
+    input: float = Field(ge=0, le=MAX_USD_PER_MTOK)
+    output: float = Field(ge=0, le=MAX_USD_PER_MTOK)
+    cached_input: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
+    cache_write: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
+    reasoning: float | None = Field(None, ge=0, le=MAX_USD_PER_MTOK)
+    above_200k: PriceTier | None = Field(None, description="rates for requests whose prompt exceeds 200k tokens")
+    markup_pct: float = Field(0.0, ge=0, le=1000,
+                              description="the router's markup over these prices (0 for OrcaRouter)")
+
+
+class ArmSpec(StrictModel):
+    """One arm. A kind sets `kind` (how the summary groups it), `billing` (what its cost is: tokens at prices, a
+    lease by the hour, or nothing) and overrides the methods below that apply to it."""
+
+    kind: ClassVar[Kind]
+    billing: ClassVar[Billing]
+    # Why the summary can never read this kind's busy time from its server (None: it can, given the metrics).
+    busy_counter_missing: ClassVar[str | None] = None
+
+    name: str = Field(pattern=ARM_NAME)
+    model: str = ""
+    base_url: str | None = None
+    sampling: Sampling = Field(default_factory=Sampling)
+    request_timeout_sec: float = Field(600.0, gt=0, le=86_400)
+    max_retries: int = Field(3, ge=0, le=100)
+    leaf_checkout: str | None = Field(
+        None, min_length=1, description="a FrogNano clone: send Leaf's own system prompt and tool descriptions, "
+        "read from its frognano/harness/leaf/tools.py (never imported or run), instead of leafcost's words")
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_credentials(cls, url: str | None) -> str | None:
+        # The spec is stored in the ledger as written: a key inside the URL would be stored with it.
+        if url and url_secrets(url):
+            raise ValueError("holds credentials (user:password@ or a key in the query); remove them and name the "
+                             "environment variable that holds the key in api_key_env")
+        return url
+
+    def build_adapter(self) -> Adapter | None:
+        """The adapter to its endpoint (imported lazily: litellm costs seconds); None when no model answers."""
+        return None
+
+    def start_problem(self) -> str | None:
+        """Why the arm must not start (checked before any episode), or None."""
+        return None
+
+    def price_call(self, usage: Usage, router_model: str | None) -> CallPrice | None:
+        """A call's cost for an arm billed by tokens; None for the others (their cost is the lease)."""
+        return None
+
+    def metrics_interval(self) -> float | None:
+        """How often the runner samples the server's metrics while the arm runs, in seconds (None: never)."""
+        return None
+
+    def stated_saturation(self) -> float | None:
+        """The server's throughput at saturation (tokens/s) as the spec states it (None: measured, or n/a)."""
+        return None
+
+    def price_sheet(self) -> dict[str, Any]:
+        """What the arm is priced with, in the API's price-sheet fields (every field; None where not priced so)."""
+        return {"source": "none", "prices": None, "litellm_model": None, "fallback_prices": {}, "usd_per_hour": None,
+                "gpus": None, "gpu_type": None}
+
+    def reprice(self, entry: WhatIfPrices) -> Prices | float:
+        """A what-if price sheet's entry for this arm as new token prices (arms billed by tokens) or a new hourly
+        rate (by lease); ValueError saying what this kind takes otherwise."""
+        raise ValueError(f"the {self.adapter} arm has no prices to change")  # type: ignore[attr-defined]
