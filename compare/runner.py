@@ -11,19 +11,19 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from adapters import redact_url
-from adapters.base import Adapter, AdapterError, ArmStart, CallAttempt, Lease, ToolCall, Usage, utcnow
+from adapters.base import Adapter, AdapterError, ArmStart, Lease, Usage, utcnow
 from compare.costs import lease_cost_usd
 from compare.episode import EpisodeResult, ExitReason, run_episode
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
 from compare.ledger import ArmTotals, Ledger, new_run_id
 from compare.reconcile import Reconciliation, reconcile
+from compare.recording import LedgerRecorder
 from compare.spec import RunSpec
 from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, load_suite, open_sandbox,
                      remove_leftovers, require_backend, run_oracle, verify)
@@ -360,7 +360,7 @@ class Runner:
     async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> _Outcome:
         episode_id = await self.ledger.start_episode(run_id=self.run_id, arm=key.arm, task_id=key.task_id,
                                                      seed=key.seed, attempt=attempt)
-        recorder = _LedgerRecorder(self, key.arm, episode_id)
+        recorder = LedgerRecorder(self.ledger, self.arm_specs[key.arm], episode_id)
         outcome = _Outcome(episode_id=episode_id)
         opened = None
         oracle = self.arm_specs[key.arm].kind == "oracle"
@@ -399,7 +399,7 @@ class Runner:
             await asyncio.shield(self._finish(key, attempt, outcome, recorder, final))
         return outcome
 
-    async def _finish(self, key: EpisodeKey, attempt: int, outcome: _Outcome, recorder: _LedgerRecorder,
+    async def _finish(self, key: EpisodeKey, attempt: int, outcome: _Outcome, recorder: LedgerRecorder,
                       final: bool) -> None:
         result = outcome.result
         exit_reason = ("cancelled" if outcome.cancelled else outcome.exit_reason or (
@@ -461,31 +461,6 @@ class _Outcome:
     def fail(self, exit_reason: ExitReason, error: str) -> None:
         """An error of the harness or of the task: not retried, not the model's miss, counted as an error."""
         self.exit_reason, self.error, self.harness_error, self.resolved = exit_reason, error, True, False
-
-
-class _LedgerRecorder:
-    """Every model call and tool call goes to the ledger as it happens, priced when the arm is hosted."""
-
-    def __init__(self, runner: Runner, arm: str, episode_id: str):
-        self.runner, self.arm, self.episode_id = runner, arm, episode_id
-        self.spec = runner.arm_specs[arm]
-        self.spend_usd = 0.0
-
-    async def model_call(self, step: int, attempt: CallAttempt) -> None:
-        cost = price_source = revision = None
-        price = self.spec.price_call(attempt.usage, attempt.router_model)
-        if price is not None:
-            cost, price_source, revision = price.cost_usd, price.price_source, price.price_revision
-            self.spend_usd += cost or 0.0
-        else:
-            price_source = "lease"
-        await self.runner.ledger.record_call(self.episode_id, step, attempt, cost_usd=cost,
-                                             price_source=price_source, price_revision=revision)
-
-    async def tool_call(self, step: int, index: int, call: ToolCall, output: str, started_at: datetime,
-                        seconds: float) -> None:
-        await self.runner.ledger.record_tool_call(self.episode_id, step=step, index=index, call=call,
-                                                  output_chars=len(output), started_at=started_at, seconds=seconds)
 
 
 async def _oracle_episode(sandbox, task: Task) -> EpisodeResult:
