@@ -71,6 +71,10 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
             patch, patch_error = await capture_patch(opened.sandbox)
         else:
             patch, patch_error = "", None
+        if swebench is not None and patch_error is not None:  # nothing to grade: no verifier is worth starting
+            grade = GradeResult(resolved=False, reward=None, error=GradeErrorKind.PATCH_UNAVAILABLE,
+                                detail=f"no patch to grade: {patch_error}", seconds=0.0)
+            return Verification(patch=patch, patch_error=patch_error, grade=grade)
         await opened.start_verifier()
         if swebench is not None and patch:
             await write_file(opened.sandbox, swebench_grading.PATCH_PATH, patch.encode(), user="root")
@@ -82,8 +86,8 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
         reward, error, document = None, GradeErrorKind.VERIFIER_TIMEOUT, None
         detail = f"test.sh ran longer than verifier timeout_sec={task.config.verifier.timeout_sec:g}"
     elif swebench is not None:
-        reward, error, detail, document, log_tail = await read_swebench_report(
-            opened.read_verifier_file, swebench, patch, patch_error)
+        reward, error, detail, document, log_tail = await read_swebench_report(opened.read_verifier_file, swebench,
+                                                                               patch)
         tail = tail or log_tail
     else:
         reward, error, detail, document = await read_reward(opened.read_verifier_file)
@@ -162,12 +166,9 @@ async def read_reward(read: Callable[[str, int], Awaitable[bytes | None]]
 
 
 async def read_swebench_report(read: Callable[[str, int], Awaitable[bytes | None]], facts: SWEBenchFacts,
-                               patch: str, patch_error: str | None
-                               ) -> tuple[float | None, str | None, str | None, dict | None, str]:
+                               patch: str) -> tuple[float | None, str | None, str | None, dict | None, str]:
     """SWE-bench's verdict on the eval script's log: (reward 1 or 0, error, detail, SWE-bench's report, the log's
-    last lines). No patch to grade, or no log to read, gives no verdict."""
-    if patch_error is not None:
-        return None, GradeErrorKind.PATCH_UNAVAILABLE, f"no patch to grade: {patch_error}", None, ""
+    last lines). No log to read gives no verdict."""
     name = swebench_grading.TEST_OUTPUT
     try:
         log = await read(name, swebench_grading.LOG_CAP_BYTES)

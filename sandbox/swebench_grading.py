@@ -31,6 +31,9 @@ PATCH_PATH = "/tmp/patch.diff"
 EVAL_SCRIPT_PATH = "/tests/eval.sh"
 TEST_OUTPUT = "test_output.txt"
 LOG_CAP_BYTES = 64 << 20
+# SWE-bench's harness's GIT_APPLY_CMDS, in its order (its module imports docker, so the list is restated here).
+APPLY_TRIES = ("git apply --verbose", "git apply --verbose --3way", "git apply --verbose --reject",
+               "patch --batch --forward --fuzz=5 -p1 -i")
 
 
 class SWEBenchUnavailable(SuiteError):
@@ -91,14 +94,12 @@ def verifier_script(workdir: str) -> str:
     commands, a failed try undone before the next; then the eval script, its stdout and stderr as one log."""
     constants = swebench().constants
     log = f"/logs/verifier/{TEST_OUTPUT}"
-    tries = ["git apply --verbose", "git apply --verbose --3way", "git apply --verbose --reject",
-             "patch --batch --forward --fuzz=5 -p1 -i"]
     return f"""#!/bin/bash
 # SWE-bench's evaluation of one prediction (leafcost's glue; swebench {SWEBENCH_VERSION} grades the log on the host).
 cd {shlex.quote(workdir)} || exit 1
 if [ -s {PATCH_PATH} ]; then
   applied=""
-  {_apply_chain(tries)}
+  {_apply_chain()}
   if [ -z "$applied" ] && git apply --check --reverse {PATCH_PATH} >> /logs/verifier/apply.txt 2>&1; then
     applied=1
   fi
@@ -112,9 +113,9 @@ fi
 """
 
 
-def _apply_chain(tries: list[str]) -> str:
+def _apply_chain() -> str:
     steps = []
-    for i, command in enumerate(tries):
+    for i, command in enumerate(APPLY_TRIES):
         undo = "git checkout -- . ; git clean -fd; " if i else ""
         steps.append(f'[ -n "$applied" ] || {{ {undo}{command} {PATCH_PATH} >> /logs/verifier/apply.txt 2>&1 '
                      f'&& applied=1; }}')

@@ -243,3 +243,22 @@ def test_the_image_lock_pins_every_instance_image_and_its_verifier(instance_imag
     for name in ("tasks", "verifiers"):  # the verifier is a fresh container from the very same image
         assert {task: entry["id"].removeprefix("sha256:") for task, entry in written[name].items()} == instance_images
     assert {entry["image"] for entry in written["tasks"].values()} == {row["image"] for row in rows().values()}
+
+
+def test_a_patch_over_the_capture_cap_gives_no_verdict_and_starts_no_verifier(instance_images, suite, podman):
+    """SWE-bench grades the patch alone: with none kept (over the cap), there is nothing to grade, so no verdict,
+    and no verifier container is started for nothing."""
+    async def scenario():
+        opened = await open_sandbox(suite[SRCLAYOUT], podman)
+        try:
+            await opened.sandbox.exec("head -c 7000000 /dev/urandom | base64 > big.txt", timeout=120)
+            verification = await verify(opened, suite[SRCLAYOUT])
+            return verification, list(opened.containers)
+        finally:
+            await opened.close()
+
+    verification, containers = run(scenario())
+    assert verification.patch == "" and "not kept" in verification.patch_error
+    assert verification.grade.error == "patch_unavailable" and verification.grade.resolved is False
+    assert verification.grade.detail.startswith("no patch to grade: the patch exceeds")
+    assert len(containers) == 1  # the agent's only
