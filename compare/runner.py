@@ -5,10 +5,7 @@ attempt in the ledger, and resume that never reruns or double-counts a finished 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import random
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -17,16 +14,17 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from adapters import redact_url
-from adapters.base import Adapter, AdapterError, ArmStart, Lease, Usage, utcnow
+from adapters.base import AdapterError, ArmStart, Lease, utcnow
+from compare.attempt import AttemptOutcome, run_attempt
 from compare.costs import lease_cost_usd
-from compare.episode import EpisodeResult, ExitReason, run_episode
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
 from compare.ledger import ArmTotals, Ledger, new_run_id
 from compare.reconcile import Reconciliation, reconcile
 from compare.recording import LedgerRecorder
+from compare.solvers import Solver
 from compare.spec import RunSpec
-from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, load_suite, open_sandbox,
-                     remove_leftovers, require_backend, run_oracle, verify)
+from compare.trajectory_files import trajectories_root, trajectory_path, write_trajectory
+from sandbox import SandboxError, SandboxOptions, Suite, Task, load_suite, remove_leftovers, require_backend
 
 
 LEASE_HEARTBEAT_SEC = 15.0  # the most a killed run's lease can be under-billed
@@ -101,8 +99,8 @@ class Runner:
                                       extra_ro_binds=spec.sandbox.bind_ro,
                                       unsafe_no_isolation=spec.sandbox.unsafe_no_isolation,
                                       images_lock=Path(spec.sandbox.images) if spec.sandbox.images else None)
-        self.trajectory_dir = self.db_path.resolve().parent / "trajectories" / self.run_id
-        self.adapters: dict[str, Adapter] = {}
+        self.trajectory_dir = trajectories_root(self.db_path) / self.run_id
+        self.solvers: dict[str, Solver] = {}  # every started arm's, the oracle's included
         self.progress: dict[str, ArmProgress] = {}
         self.leases: dict[str, int] = {}  # the ledger's lease ids, by arm
         self.held: dict[str, Lease] = {}  # the leases themselves, for the live spend
@@ -224,7 +222,7 @@ class Runner:
                 self.progress[arm.name] = ArmProgress(arm=arm.name, total=0, status="skipped",
                                                       status_reason=self.skip_arms[arm.name])
                 continue
-            start = await self._start_adapter(arm)
+            start = await self._start_solver(arm)
             prompt = self.prompts.get(arm.name)
             await self.ledger.record_arm(run_id=self.run_id, arm=arm.name, adapter=arm.adapter, model=arm.model,
                                          endpoint=start.endpoint, served_model=start.served_model,
@@ -238,38 +236,33 @@ class Runner:
             self.progress[arm.name] = ArmProgress(arm=arm.name, total=episodes_per_arm)
             self.on_progress(self.progress[arm.name])
 
-    async def _start_adapter(self, arm: Any) -> ArmStart:
-        if arm.kind == "oracle":
-            return ArmStart(endpoint="oracle", config={"runs": "solution/solve.sh"})
+    async def _start_solver(self, arm: Any) -> ArmStart:
         if problem := arm.start_problem():
             raise RunError(f"arm {arm.name}: {problem}")
-        adapter = None
+        solver = None
         try:
-            adapter = arm.build_adapter()
-            start = await adapter.start()
+            solver = arm.build_solver(self.spec.budgets, self.prompts.get(arm.name))
+            start = await solver.start()
         except AdapterError as exc:
-            if adapter is not None:
-                await _quietly(adapter.stop())
+            if solver is not None:
+                await _quietly(solver.stop())
             await self.ledger.record_arm(self.run_id, arm.name, adapter=arm.adapter, model=arm.model,
                                          endpoint=_endpoint(arm), status="failed", status_reason=str(exc))
             await self._stop_arms("interrupted")
             raise RunError(f"arm {arm.name}: {exc}") from None
-        self.adapters[arm.name] = adapter
+        self.solvers[arm.name] = solver
         return start
 
     async def _stop_arms(self, status: str) -> None:
-        for name in self.progress:  # arms without an adapter (the oracle) end with the run too
-            if name not in self.adapters and name not in self.skip_arms:
-                await self._end_arm(name, status)
-        for name, adapter in list(self.adapters.items()):
-            sample = await _quietly(adapter.sample_metrics())
+        for name, solver in list(self.solvers.items()):
+            sample = await _quietly(solver.sample_metrics())
             if sample is not None:
                 await self.ledger.record_sample(self.run_id, name, sample)
-            lease = await _quietly(adapter.stop())
+            lease = await _quietly(solver.stop())
             if name in self.leases:  # closed even when the adapter failed to stop: a lease never stays open
                 await self.ledger.close_lease(self.leases[name], (lease.ended_at if lease else None) or utcnow())
             await self._end_arm(name, status)
-        self.adapters.clear()
+        self.solvers.clear()
         await self.ledger.set_run_status(self.run_id, status)
 
     async def _end_arm(self, name: str, status: str) -> None:
@@ -295,12 +288,12 @@ class Runner:
                 await _quietly(self.ledger.heartbeat_leases(list(self.leases.values()), utcnow()))
 
     async def _sample_metrics(self, arm: str) -> None:
-        adapter = self.adapters.get(arm)
+        solver = self.solvers.get(arm)
         interval = self.arm_specs[arm].metrics_interval()
-        if adapter is None or interval is None:
+        if solver is None or interval is None:
             return
         while True:
-            sample = await _quietly(adapter.sample_metrics())
+            sample = await _quietly(solver.sample_metrics())
             if sample is not None:
                 await self.ledger.record_sample(self.run_id, arm, sample)
             await asyncio.sleep(interval)
@@ -357,79 +350,28 @@ class Runner:
             self.progress[arm].status, self.progress[arm].status_reason = "failed", self.stopped[arm]
             self.warnings.append(f"arm {arm}: {self.stopped[arm]}")
 
-    async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> _Outcome:
+    async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> AttemptOutcome:
         episode_id = await self.ledger.start_episode(run_id=self.run_id, arm=key.arm, task_id=key.task_id,
                                                      seed=key.seed, attempt=attempt)
         recorder = LedgerRecorder(self.ledger, self.arm_specs[key.arm], episode_id)
-        outcome = _Outcome(episode_id=episode_id)
-        opened = None
-        oracle = self.arm_specs[key.arm].kind == "oracle"
+        outcome = AttemptOutcome(episode_id)
+        labels = {"leafcost.run": self.run_id, "leafcost.arm": key.arm, "leafcost.task": key.task_id,
+                  "leafcost.seed": str(key.seed), "leafcost.attempt": str(attempt)}
         try:
-            labels = {"leafcost.run": self.run_id, "leafcost.arm": key.arm, "leafcost.task": key.task_id,
-                      "leafcost.seed": str(key.seed), "leafcost.attempt": str(attempt)}
-            opened = await open_sandbox(task, self.options, solution=oracle, labels=labels)
-            outcome.sandbox = opened
-            if oracle:
-                result = await _oracle_episode(opened.sandbox, task)
-            else:
-                result = await run_episode(self.adapters[key.arm], opened.sandbox, task.instruction,
-                                           self.spec.budgets, recorder, self.prompts[key.arm])
-            outcome.result = result
-            outcome.infra_error = result.infrastructure_error
-            outcome.harness_error = result.harness_error
-            if opened.sandbox.alive:
-                verification = await verify(opened, task)
-                outcome.patch, outcome.patch_error = verification.patch, verification.patch_error
-                outcome.grade, outcome.rewards = verification.grade, verification.reward_document
-                outcome.resolved = outcome.grade.resolved
-        except SandboxError as exc:
-            outcome.infra_error, outcome.error = True, f"{type(exc).__name__}: {exc}"
-        except (BuildError, FileNotFoundError) as exc:  # the task itself is broken: rerunning cannot help
-            outcome.fail("task_error", f"task: {type(exc).__name__}: {exc}")
-        except asyncio.CancelledError:
-            outcome.cancelled = True
-            raise
-        except Exception as exc:  # noqa: BLE001 - a bug or a surprise ends this episode, never the run
-            outcome.fail("harness_error", f"harness: {type(exc).__name__}: {str(exc)[:1000]}")
-        finally:
-            if opened is not None:
-                outcome.cpu_seconds = opened.cpu_seconds()
-                await asyncio.shield(opened.close())
+            await run_attempt(outcome, self.solvers[key.arm], task, self.options, recorder, labels)
+        finally:  # a cancelled attempt is recorded too, as cancelled and not final
             final = not outcome.cancelled and (not outcome.infra_error or last)
             await asyncio.shield(self._finish(key, attempt, outcome, recorder, final))
         return outcome
 
-    async def _finish(self, key: EpisodeKey, attempt: int, outcome: _Outcome, recorder: LedgerRecorder,
+    async def _finish(self, key: EpisodeKey, attempt: int, outcome: AttemptOutcome, recorder: LedgerRecorder,
                       final: bool) -> None:
-        result = outcome.result
-        exit_reason = ("cancelled" if outcome.cancelled else outcome.exit_reason or (
-            result.exit_reason if result is not None else "infrastructure_error"))
-        path = self.trajectory_dir / key.arm / f"{key.task_id}.s{key.seed}.a{attempt}.json"
-        trajectory = (result.trajectory() if result is not None else {"trajectory_format": "leaf-function-calling",
-                                                                       "messages": [], "steps": [], "n_steps": 0})
-        trajectory.update({"exit_reason": exit_reason, "output_patch": outcome.patch,
-                           "patch_error": outcome.patch_error, "run_id": self.run_id,
-                           "arm": key.arm, "instance_id": key.task_id, "task_id": key.task_id, "seed": key.seed,
-                           "attempt": attempt, "trajectory_id": outcome.episode_id,
-                           "error": outcome.error or (result.error if result else None),
-                           "grade": outcome.grade.model_dump() if outcome.grade else None,
-                           "rewards": outcome.rewards,
-                           "sandbox_spec_hash": outcome.sandbox.spec_hash if outcome.sandbox else None})
-        _write_json_atomic(path, trajectory)
-        grade_result = outcome.grade
-        await self.ledger.finish_episode(
-            outcome.episode_id, exit_reason=exit_reason, resolved=bool(outcome.resolved),
-            reward=grade_result.reward if grade_result else None,
-            grade_error=grade_result.error if grade_result else None,
-            error_detail=outcome.error or (result.error if result else None)
-            or (grade_result.detail if grade_result and grade_result.error else None),
-            infra_error=outcome.infra_error or outcome.cancelled, harness_error=outcome.harness_error, final=final,
-            n_steps=result.n_steps if result else 0, elapsed_sec=result.elapsed_sec if result else None,
-            sandbox_spec_hash=outcome.sandbox.spec_hash if outcome.sandbox else None,
-            isolation=outcome.sandbox.spec.isolation if outcome.sandbox else None,
-            sandbox_cpu_seconds=outcome.cpu_seconds,
-            sandbox_start_sec=outcome.sandbox.start_seconds if outcome.sandbox else None,
-            patch_bytes=len(outcome.patch.encode()), trajectory_path=str(path))
+        path = trajectory_path(self.trajectory_dir, key.arm, key.task_id, key.seed, attempt)
+        write_trajectory(path, outcome.trajectory(run_id=self.run_id, arm=key.arm, instance_id=key.task_id,
+                                                  task_id=key.task_id, seed=key.seed, attempt=attempt,
+                                                  trajectory_id=outcome.episode_id))
+        await self.ledger.finish_episode(outcome.episode_id, **outcome.ledger_fields(), final=final,
+                                         trajectory_path=str(path))
         progress = self.progress[key.arm]
         progress.spend_usd += recorder.spend_usd
         if self.arm_specs[key.arm].billing == "lease":
@@ -441,38 +383,6 @@ class Runner:
         return lease_cost_usd(lease) if lease is not None else 0.0
 
 
-class _Outcome:
-    def __init__(self, episode_id: str):
-        self.episode_id = episode_id
-        self.result: EpisodeResult | None = None
-        self.sandbox = None
-        self.grade = None
-        self.rewards: dict | None = None  # reward.json's keys, or SWE-bench's report
-        self.patch = ""
-        self.patch_error: str | None = None
-        self.exit_reason: ExitReason | None = None  # set when the harness, not the episode, decided how it ended
-        self.resolved = False
-        self.infra_error = False
-        self.harness_error = False
-        self.cancelled = False
-        self.error: str | None = None
-        self.cpu_seconds: float | None = None
-
-    def fail(self, exit_reason: ExitReason, error: str) -> None:
-        """An error of the harness or of the task: not retried, not the model's miss, counted as an error."""
-        self.exit_reason, self.error, self.harness_error, self.resolved = exit_reason, error, True, False
-
-
-async def _oracle_episode(sandbox, task: Task) -> EpisodeResult:
-    """The reference solution in place of a model, shaped like an episode so it is recorded the same way."""
-    started = time.monotonic()
-    solved = await run_oracle(sandbox, task)
-    error = None if solved.ok else f"solve.sh exited {solved.exit_code}: {solved.stderr[-300:]}"
-    return EpisodeResult(exit_reason="oracle", n_steps=0, usage=Usage(), model_calls=0, error=error,
-                         elapsed_sec=time.monotonic() - started,
-                         messages=[{"role": "user", "content": task.instruction}], final_message=solved.stdout[-2000:])
-
-
 def _endpoint(arm: Any) -> str | None:
     return redact_url(arm.base_url) if arm.base_url else None
 
@@ -482,10 +392,3 @@ async def _quietly(awaitable):
         return await awaitable
     except Exception:  # noqa: BLE001 - a failing metrics scrape or stop must not lose the run's results
         return None
-
-
-def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".tmp-{os.getpid()}")
-    temporary.write_text(json.dumps(data, ensure_ascii=False, default=str))
-    os.replace(temporary, path)

@@ -1,10 +1,12 @@
-"""Reading an attempt's trajectory file for the API and the web page: only a regular file beneath the ledger's own
+"""An attempt's trajectory file: written by the runner beside the ledger (`trajectories/RUN/ARM/TASK.sSEED.aN.json`,
+atomically), and read back for the API and the web page: only a regular file beneath the ledger's own
 `trajectories/` folder, reached without following any symlink, and at most TRAJECTORY_MAX_BYTES of it, so
 neither a crafted ledger row nor a link planted in that folder can make the server read anything else."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,19 @@ TRAJECTORIES_FOLDER = "trajectories"
 def trajectories_root(db_path: Path | str) -> Path:
     """Where the runner writes a ledger's trajectories: `trajectories/` beside the (resolved) ledger file."""
     return Path(db_path).resolve().parent / TRAJECTORIES_FOLDER
+
+
+def trajectory_path(run_dir: Path, arm: str, task_id: str, seed: int, attempt: int) -> Path:
+    """Where one attempt's trajectory goes under its run's folder (`trajectories_root(db) / run_id`)."""
+    return run_dir / arm / f"{task_id}.s{seed}.a{attempt}.json"
+
+
+def write_trajectory(path: Path, document: dict[str, Any]) -> None:
+    """Whole or not at all: a reader (or a killed run) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".tmp-{os.getpid()}")
+    temporary.write_text(json.dumps(document, ensure_ascii=False, default=str))
+    os.replace(temporary, path)
 
 
 def read_trajectory(db_path: Path | str, stored: str | None) -> tuple[dict[str, Any] | None, str | None]:

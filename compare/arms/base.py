@@ -11,7 +11,10 @@ from adapters.scrubbing import url_secrets
 
 if TYPE_CHECKING:
     from adapters.base import Adapter, Usage
+    from compare.episode import EpisodePrompt
     from compare.pricing import CallPrice
+    from compare.solvers import Solver
+    from compare.spec import Budgets
     from compare.reprice import ArmPrices as WhatIfPrices
 
 ARM_NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
@@ -102,6 +105,15 @@ class ArmSpec(StrictModel):
     def build_adapter(self) -> Adapter | None:
         """The adapter to its endpoint (imported lazily: litellm costs seconds); None when no model answers."""
         return None
+
+    def build_solver(self, budgets: Budgets, prompt: EpisodePrompt | None) -> Solver:
+        """What fills this arm's sandboxes: its model through the Leaf loop (the oracle overrides this)."""
+        from compare.solvers import LeafAgent
+
+        adapter = self.build_adapter()
+        if adapter is None or prompt is None:
+            raise TypeError(f"the {self.kind} arm {self.name} has no model to drive")
+        return LeafAgent(adapter, budgets, prompt)
 
     def start_problem(self) -> str | None:
         """Why the arm must not start (checked before any episode), or None."""

@@ -14,3 +14,8 @@ class OracleArm(ArmSpec):
     billing: ClassVar = "none"
 
     adapter: Literal["oracle"]
+
+    def build_solver(self, budgets, prompt):
+        from compare.solvers import ReferenceSolution
+
+        return ReferenceSolution()

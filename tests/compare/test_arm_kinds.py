@@ -92,3 +92,28 @@ def test_adapters_are_built_by_the_arm_and_the_oracle_has_none(monkeypatch):
     assert {tag: type(adapter).__name__ for tag, adapter in built.items() if adapter} == {
         "sglang": "SGLangAdapter", "router": "RouterAdapter", "local": "LocalAdapter"}
     assert [arm.metrics_interval() for arm in arms()] == [15.0, None, None, None]
+
+
+def test_each_arm_builds_its_solver_and_only_the_oracle_sees_the_solution(monkeypatch):
+    monkeypatch.setenv("ROUTER_API_KEY", "sk-test")
+    from compare.episode import LEAFCOST_PROMPT
+    from compare.spec import Budgets
+
+    solvers = {arm.adapter: arm.build_solver(Budgets(), LEAFCOST_PROMPT) for arm in arms()}
+    assert {tag: (type(s).__name__, s.sees_solution) for tag, s in solvers.items()} == {
+        "sglang": ("LeafAgent", False), "router": ("LeafAgent", False), "local": ("LeafAgent", False),
+        "oracle": ("ReferenceSolution", True)}
+    assert type(solvers["router"].adapter).__name__ == "RouterAdapter"
+    with pytest.raises(TypeError, match="has no model to drive"):  # a model arm without its prompt is a bug
+        arms()[0].build_solver(Budgets(), None)
+
+
+def test_the_runner_and_an_attempt_never_ask_what_kind_an_arm_is():
+    """The oracle is a second solver, not a branch: the runner's one question about an arm is its billing."""
+    for name in ("runner.py", "attempt.py", "solvers.py"):
+        tree = ast.parse((ROOT / "compare" / name).read_text())
+        kinds = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "kind"
+                 and not (isinstance(node.value, ast.Name) and node.value.id == "exc")]
+        strings = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value == "oracle"
+                   and name != "solvers.py"]
+        assert (name, kinds, strings) == (name, [], [])
