@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from compare.documents import Breakeven, BreakevenDocument, conforming
+
 HOURS_PER_MONTH = 730.0
 # shared/reference/costs.md: 2026 on-demand list prices, $/GPU-hour (low, typical, high): a sensitivity grid.
 GPU_PRICE_GRID = {"H100": (2.00, 2.95, 3.99), "H200": (2.50, 3.50, 4.54)}
@@ -25,7 +27,20 @@ GPU_PRICE_GRID = {"H100": (2.00, 2.95, 3.99), "H200": (2.50, 3.50, 4.54)}
 
 def breakeven(self_hosted: dict[str, Any], hosted: dict[str, Any], *, gpu_usd_per_hour: float | None = None,
               utilization: float | None = None) -> dict[str, Any]:
-    """`self_hosted` and `hosted` are arm entries of a summary document."""
+    """The break-even (compare.documents.Breakeven); `self_hosted` and `hosted` are arm entries of a summary
+    document."""
+    return conforming(Breakeven, _breakeven(self_hosted, hosted, gpu_usd_per_hour, utilization))
+
+
+def breakeven_document(run_id: str, self_hosted: dict[str, Any], hosted: dict[str, Any], *,
+                       gpu_usd_per_hour: float | None = None, utilization: float | None = None) -> dict[str, Any]:
+    """The `leafcost breakeven --json` document (compare.documents.BreakevenDocument)."""
+    result = breakeven(self_hosted, hosted, gpu_usd_per_hour=gpu_usd_per_hour, utilization=utilization)
+    return conforming(BreakevenDocument, {"run_id": run_id, **result})
+
+
+def _breakeven(self_hosted: dict[str, Any], hosted: dict[str, Any], gpu_usd_per_hour: float | None,
+               utilization: float | None) -> dict[str, Any]:
     out: dict[str, Any] = {"self_hosted": self_hosted["arm"], "hosted": hosted["arm"],
                            "unit": "cost per resolved attempt"}
     target = (hosted.get("cost_per_resolved_attempt") or {}).get("value")

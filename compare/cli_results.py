@@ -51,7 +51,6 @@ def compare(
 ) -> None:
     """Two arms on their shared tasks: the fairness verdict, paired bootstrap differences of resolve rate and
     cost per resolved, McNemar's test with one seed, and the break-even when one arm is self-hosted."""
-    from compare.breakeven import breakeven_if_applicable
     from compare.comparison import compare_arms
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
@@ -60,7 +59,6 @@ def compare(
     document = _with_connection(db, lambda conn: compare_arms(conn, run_id, names[0], names[1],
                                                               allow_mismatch=allow_mismatch, resamples=resamples,
                                                               seed=seed))
-    document["breakeven"] = breakeven_if_applicable(document["summaries"])
     _emit(document, as_json, _print_compare)
 
 
@@ -75,12 +73,12 @@ def breakeven(
 ) -> None:
     """The GPU price, utilization and monthly volume at which the self-hosted arm's cost per resolved attempt
     equals the hosted arm's, and its sensitivity over the public GPU price grid."""
-    from compare.breakeven import breakeven as compute
+    from compare.breakeven import breakeven_document
     from compare.summary import summarize
 
     document = _with_connection(db, lambda conn: summarize(conn, run_id, arms=[self_hosted, hosted]))
     s, h = document["arms"]
-    _emit({"run_id": run_id, **compute(s, h, gpu_usd_per_hour=gpu_usd_per_hour, utilization=utilization)},
+    _emit(breakeven_document(run_id, s, h, gpu_usd_per_hour=gpu_usd_per_hour, utilization=utilization),
           as_json, _print_breakeven)
 
 

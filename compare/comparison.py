@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from compare.breakeven import breakeven_if_applicable
+from compare.documents import CompareDocument, conforming
 from compare.spec import RunSpec
 from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, mcnemar, paired_rate_difference, paired_ratio_difference
 from compare.summary import (
@@ -63,8 +65,9 @@ def _describe(prompt: dict) -> str:
 def compare_arms(conn, run_id: str, arm_a: str, arm_b: str, *, allow_mismatch: bool = False,
                  resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                  overrides: PriceOverrides | None = None, now: datetime | None = None) -> dict[str, Any]:
-    """The `leafcost compare --json` document: both arms' summaries, the fairness verdict and the paired
-    differences (A minus B) on the tasks both finished."""
+    """The `leafcost compare --json` document (compare.documents.CompareDocument): both arms' summaries, the
+    fairness verdict, the paired differences (A minus B) on the tasks both finished, and the break-even when one arm
+    is self-hosted and the other hosted."""
     if arm_a == arm_b:
         raise SummaryError(f"compare two different arms (got {arm_a!r} twice)")
     run = load_run(conn, run_id)
@@ -106,7 +109,8 @@ def compare_arms(conn, run_id: str, arm_a: str, arm_b: str, *, allow_mismatch: b
         one_seed = int(na.max()) == 1 and int(nb.max()) == 1
         document["mcnemar"] = mcnemar(ca > 0, cb > 0) if one_seed else None
     document["summaries"] = [summary_a, summary_b]
-    return document
+    document["breakeven"] = breakeven_if_applicable(document["summaries"])
+    return conforming(CompareDocument, document)
 
 
 def _final_tasks(arm: ArmFacts) -> set[str]:

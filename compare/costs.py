@@ -95,11 +95,13 @@ class WorkWeights(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    uncached_prefill: float = Field(gt=0, allow_inf_nan=False)
-    cached_prefill: float = Field(ge=0, allow_inf_nan=False)
-    decode: float = Field(gt=0, allow_inf_nan=False)
-    source: Literal["fitted", "default"]
-    note: str  # how they were obtained, one sentence
+    uncached_prefill: float = Field(gt=0, allow_inf_nan=False, description="the weight of one prompt token computed")
+    cached_prefill: float = Field(ge=0, allow_inf_nan=False, description="the weight of one prompt token served "
+                                                                         "from the prefix cache")
+    decode: float = Field(gt=0, allow_inf_nan=False, description="the weight of one generated token")
+    source: Literal["fitted", "default"] = Field(description="fitted from the server's counters, or the documented "
+                                                             "defaults")
+    note: str = Field(description="how the weights were obtained, one sentence")
 
     def of(self, work: Work) -> float:
         return (work.uncached_prefill * self.uncached_prefill + work.cached_prefill * self.cached_prefill

@@ -30,6 +30,7 @@ from compare.costs import (
     sandbox_cost_usd,
     utilization,
 )
+from compare.documents import SummaryDocument, conforming
 from compare.ledger import RunRecord, fetch_rows
 from compare.pricing import UNPRICED_CALL_SQL
 from compare.spec import RunSpec
@@ -159,7 +160,7 @@ def sandbox_usd_per_vcpu_hour(spec: RunSpec, overrides: PriceOverrides | None) -
 def summarize(conn, run_id: str, *, arms: list[str] | None = None, resamples: int = DEFAULT_RESAMPLES,
               seed: int = DEFAULT_SEED, overrides: PriceOverrides | None = None,
               now: datetime | None = None) -> dict[str, Any]:
-    """The `leafcost summary --json` document (see the README for every field)."""
+    """The `leafcost summary --json` document (compare.documents.SummaryDocument defines every field)."""
     run = load_run(conn, run_id)
     spec = run.spec()
     facts = load_arms(conn, run, spec, arms)
@@ -171,7 +172,7 @@ def summarize(conn, run_id: str, *, arms: list[str] | None = None, resamples: in
                 "scenario": overrides.name if overrides is not None else None,
                 "arms": [arm_summary(f, sandbox_price, resamples=resamples, seed=seed, overrides=overrides, now=now)
                          for f in facts]}
-    return document
+    return conforming(SummaryDocument, document)
 
 
 @dataclass
@@ -370,8 +371,6 @@ def _price_source(facts: ArmFacts, overrides: PriceOverrides | None) -> str:
 
 def _none(reason: str) -> dict[str, Any]:
     return {"value": None, "ci95": None, "reason": reason}
-
-
 
 
 def dumps(document: dict[str, Any]) -> str:

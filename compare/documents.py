@@ -1,0 +1,270 @@
+"""The figure documents, defined once: what `leafcost summary`, `compare` and `breakeven` print with `--json`, what
+the API serves and what the reports render. compare.summary, compare.comparison and compare.breakeven build each
+document as plain JSON data and check it against its model here on the way out (`conforming`), so a field a
+builder adds without a model, or a model field a builder forgets, fails at once; every field says what it means,
+and docs/figures.md is checked against these descriptions (tests/compare/test_documents.py).
+
+Fields with a default are keys a document carries only in some cases (a reason beside a missing number, the
+leaf_commit of a prompt); a null value and a missing key mean different things, so documents are rendered as built
+(compare.summary.dumps), never re-serialised from a model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from compare.arms.base import Kind
+from compare.costs import WorkWeights
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a key no model declares is an error, not a silent extra
+
+
+class Estimate(_Document):
+    """A figure with its 95 % bootstrap interval, or a reason where either is missing."""
+
+    value: float | None = Field(description="the figure itself, null (with a reason) when there is no number")
+    ci95: list[float] | None = Field(description="the 95 % bootstrap interval [low, high] over tasks, null (with a "
+                                                 "reason) when no interval can be given")
+    reason: str | None = Field(None, description="why the value or the interval is missing")
+
+
+class CostParts(_Document):
+    """An arm's whole cost in USD, split by where each dollar went."""
+
+    total: float | None = Field(description="tokens + GPU or machine lease + sandbox, every attempt included; null "
+                                            "when the arm has unpriced calls")
+    tokens: float | None = Field(description="every model call's tokens × the arm's price sheet, failed and retried "
+                                             "calls included; null when the arm has unpriced calls")
+    gpu: float = Field(description="the self-hosted arm's whole lease, idle time included, attributed to its "
+                                   "attempts by weighted work")
+    sandbox: float | None = Field(description="sandbox CPU-seconds × the run's $/vCPU-hour; null when no attempt's "
+                                              "CPU was measured (sandbox_cost_reason says why)")
+
+
+class LeaseDetail(_Document):
+    """A self-hosted arm's lease: its hardware, seconds and cost, fully loaded and marginal."""
+
+    kind: str = Field(description="what was leased: gpu, or cpu for the local arm's machine")
+    hardware: str = Field(description="the GPU type (or the machine) of the lease")
+    count: int = Field(description="how many GPUs the lease holds")
+    usd_per_hour: float = Field(description="the lease's price per GPU-hour (per machine-hour for the local arm)")
+    seconds: float = Field(description="the lease's length, summed over its leases, to the end or last heartbeat")
+    cost_usd: float = Field(description="the lease's whole cost: count × $/hour × hours, idle time included")
+    fully_loaded_usd: float = Field(description="the fully loaded cost, equal to the lease's whole cost")
+    marginal_usd: float | None = Field(description="the lower bound: the attempts' weighted tokens at the saturation "
+                                                   "throughput × the lease's $/s")
+    saturation_tokens_per_sec: float | None = Field(description="the saturation throughput the marginal cost uses")
+    saturation_source: str | None = Field(description="where the saturation throughput came from: the spec, or "
+                                                      "measured from server samples")
+    busy_seconds: float | None = Field(description="busy GPU-seconds from the server's busy counter, summed over "
+                                                   "every GPU and every category but idle")
+    busy_counter: str | None = Field(description="which SGLang counter gave the busy seconds (its name changed in "
+                                                 "0.5.11)")
+    weights: WorkWeights = Field(description="the work weights that split the lease: fitted from the server's "
+                                             "counters or the documented defaults")
+    open: bool = Field(description="whether a lease is still open (billed up to its last heartbeat)")
+    busy_counter_reason: str | None = Field(None, description="why no busy counter was read")
+    utilization_reason: str | None = Field(None, description="why the utilization is missing")
+    marginal_reason: str | None = Field(None, description="why the marginal cost is missing")
+
+
+class ArmSummary(_Document):
+    """One arm of a run: its resolve rates with CIs, its whole cost and cost per resolved."""
+
+    arm: str = Field(description="the arm's name in the run spec")
+    kind: Kind = Field(description="hosted (priced per token), self-hosted (a lease) or oracle (the tasks' "
+                                   "solutions)")
+    adapter: str = Field(description="the adapter the arm ran through")
+    model: str = Field(description="the model the arm asked for")
+    status: str = Field(description="ready, skipped, failed, finished, interrupted, or not started")
+    status_reason: str | None = Field(description="why the arm was skipped or failed")
+    tasks: int = Field(description="tasks with a finished (final) attempt")
+    seeds: int = Field(description="the most seeds any task has")
+    attempts: int = Field(description="final attempts, one per (task, seed)")
+    attempts_including_retries: int = Field(description="every attempt, the retried infrastructure failures "
+                                                        "included")
+    resolved_attempts: int = Field(description="final attempts whose hidden tests passed")
+    resolved_tasks: int = Field(description="tasks resolved at least once")
+    avg_at_k: Estimate = Field(description="the mean over tasks of resolved seeds ÷ seeds (Leaf's Avg@k)")
+    pass_at_k: dict[str, Estimate] = Field(description="per k, the unbiased chance that at least one of k seeds "
+                                                       "resolves a task, averaged over tasks")
+    pass_hat_k: dict[str, Estimate] = Field(description="per k, the chance that all k of k seeds resolve a task, "
+                                                        "averaged over tasks")
+    harness_error_rate: float | None = Field(description="the share of final attempts that leafcost or the set-up "
+                                                         "failed")
+    infra_error_rate: float | None = Field(description="the share of final attempts that the endpoint or sandbox "
+                                                       "failed after every retry")
+    parser_misconfigured_rate: float | None = Field(description="the share of final attempts lost to SGLang's "
+                                                                "parser flags")
+    configuration_error_rate: float | None = Field(description="the share of final attempts lost to the arm's "
+                                                               "endpoint, key or model")
+    task_error_rate: float | None = Field(description="the share of final attempts whose task could not be built "
+                                                      "or read")
+    prompt_source: Literal["leafcost", "leaf-checkout"] | None = Field(
+        description="whose system prompt and tool descriptions the arm sent; null for the oracle, which sends none")
+    leaf_commit: str | None = Field(None, description="the Leaf checkout's commit when the prompt came from it")
+    cost_usd: CostParts = Field(description="the arm's whole cost, split into tokens, lease and sandbox")
+    cost_per_resolved_attempt: Estimate = Field(description="total cost ÷ resolved attempts, with a bootstrap CI "
+                                                            "over tasks")
+    cost_per_resolved_task: Estimate = Field(description="total cost ÷ tasks resolved at least once, with a "
+                                                         "bootstrap CI over tasks")
+    utilization: float | None = Field(description="busy GPU-seconds ÷ the lease's GPU-seconds; null with several "
+                                                  "leases or no busy counter")
+    price_source: str = Field(description="where the prices came from: explicit, litellm, lease, or scenario NAME")
+    unpriced_calls: int = Field(description="hosted calls that used tokens but have no cost or exactly 0.0")
+    router_reported_cost_usd: float | None = Field(description="the router's own total, kept beside ours")
+    lease: LeaseDetail | None = Field(description="the self-hosted arm's lease; null for other arms")
+    sandbox_cpu_seconds: float = Field(description="sandbox CPU-seconds of every attempt, as measured")
+    sandbox_cost_reason: str | None = Field(description="why the sandbox cost is missing or partial: attempts whose "
+                                                        "CPU no cgroup measured")
+
+
+class Bootstrap(_Document):
+    """How the intervals were drawn."""
+
+    resamples: int = Field(description="bootstrap resamples drawn")
+    seed: int = Field(description="the bootstrap's seed: the same seed gives the same intervals")
+    unit: str = Field(description="what is resampled: tasks, a task's seeds and attempts staying together")
+
+
+class SummaryDocument(_Document):
+    """`leafcost summary RUN --json`."""
+
+    run_id: str = Field(description="the run's id")
+    run_status: str = Field(description="the run's status: running, finished, interrupted or failed")
+    task_order: list[str] = Field(description="the run's tasks in the order every arm ran them")
+    seeds: int = Field(description="the seeds per task the run asked for")
+    sandbox_usd_per_vcpu_hour: float = Field(description="the sandbox price every arm is charged")
+    bootstrap: Bootstrap = Field(description="how the intervals were drawn")
+    scenario: str | None = Field(description="the what-if price sheet these figures use; null for the recorded "
+                                             "prices")
+    arms: list[ArmSummary] = Field(description="one entry per arm, in the spec's order")
+
+
+class GridRow(_Document):
+    """The break-even at one price of the public GPU price grid."""
+
+    gpu: str = Field(description="the GPU type of the price")
+    level: str = Field(description="low, typical or high list price")
+    gpu_usd_per_hour: float = Field(description="the price per GPU-hour")
+    self_hosted_cost_per_resolved_attempt: float | None = Field(description="the self-hosted cost per resolved "
+                                                                            "attempt at this price")
+    breakeven_utilization: float = Field(description="the utilization at which this price matches the hosted arm")
+
+
+class Breakeven(_Document):
+    """Where the self-hosted arm's cost per resolved attempt equals the hosted arm's."""
+
+    self_hosted: str = Field(description="the self-hosted arm")
+    hosted: str = Field(description="the hosted arm")
+    unit: str = Field(description="the figure both arms are matched on: cost per resolved attempt")
+    reason: str | None = Field(None, description="why there is no break-even number")
+    hosted_cost_per_resolved_attempt: float | None = Field(None, description="the hosted arm's cost per resolved "
+                                                                             "attempt, the target")
+    self_hosted_resolve_rate: float | None = Field(None, description="resolved attempts ÷ attempts of the "
+                                                                     "self-hosted arm")
+    busy_seconds_per_attempt: float | None = Field(None, description="busy GPU-seconds per attempt, summed over "
+                                                                     "every GPU")
+    sandbox_usd_per_attempt: float | None = Field(None, description="the self-hosted arm's sandbox cost per attempt")
+    gpus: int | None = Field(None, description="GPUs in the self-hosted arm's lease")
+    at_gpu_usd_per_hour: float | None = Field(None, description="the price per GPU-hour it is evaluated at")
+    at_utilization: float | None = Field(None, description="the utilization it is evaluated at")
+    self_hosted_cost_per_resolved_attempt: float | None = Field(None, description="the self-hosted cost per "
+                                                                                  "resolved attempt at that price "
+                                                                                  "and utilization")
+    gpu_usd_per_hour: float | None = Field(description="the break-even price per GPU-hour at the utilization")
+    utilization: float | None = Field(description="the utilization needed at the lease's price (null above 100 %)")
+    utilization_reason: str | None = Field(None, description="why the needed utilization is not reachable")
+    monthly_attempts: float | None = Field(description="attempts a month at which an always-on lease breaks even "
+                                                       "(null beyond its capacity)")
+    monthly_capacity_attempts: float | None = Field(None, description="attempts one always-on lease can serve a "
+                                                                      "month")
+    monthly_attempts_reason: str | None = Field(None, description="why the monthly volume is beyond reach")
+    grid: list[GridRow] = Field(description="the cost over the public GPU price grid")
+
+
+class BreakevenDocument(Breakeven):
+    """`leafcost breakeven RUN --json`."""
+
+    run_id: str = Field(description="the run's id")
+
+
+class McNemar(_Document):
+    """McNemar's exact test on tasks, with one seed per arm."""
+
+    a_only: int = Field(description="tasks only the first arm resolved")
+    b_only: int = Field(description="tasks only the second arm resolved")
+    p_value: float = Field(description="the two-sided exact p-value")
+
+
+class PairedBootstrap(Bootstrap):
+    """The bootstrap of a comparison: the same resamples for both arms."""
+
+    paired: bool = Field(description="whether both arms were drawn on the same resamples")
+
+
+class CompareDocument(_Document):
+    """`leafcost compare RUN --arms A,B --json`: differences are A minus B."""
+
+    run_id: str = Field(description="the run's id")
+    arms: list[str] = Field(description="the two arms, A then B")
+    scenario: str | None = Field(description="the what-if price sheet these figures use; null for the recorded "
+                                             "prices")
+    comparable: bool = Field(description="whether the arms share tasks, seeds, temperature, sandbox and prompt")
+    differences: list[str] = Field(description="every way the arms differ, empty when comparable")
+    shared_tasks: int = Field(description="tasks both arms finished, the ones the differences are paired on")
+    bootstrap: PairedBootstrap = Field(description="how the paired intervals were drawn")
+    difference: str = Field(description="which way the differences go: first arm minus second arm")
+    resolve_rate_difference: Estimate = Field(description="Avg@k of A minus Avg@k of B, with a paired CI")
+    cost_per_resolved_attempt_difference: Estimate = Field(description="A's cost per resolved attempt minus B's, "
+                                                                       "with a paired CI")
+    cost_per_resolved_task_difference: Estimate = Field(description="A's cost per resolved task minus B's, with a "
+                                                                    "paired CI")
+    mcnemar: McNemar | None = Field(description="McNemar's exact test, with one seed; null with several")
+    summaries: list[ArmSummary] = Field(description="both arms' summary entries")
+    breakeven: Breakeven | None = Field(description="the break-even when one arm is self-hosted and the other "
+                                                    "hosted")
+
+
+DOCUMENTS: tuple[type[BaseModel], ...] = (SummaryDocument, CompareDocument, BreakevenDocument)
+
+_D = TypeVar("_D", bound=dict)
+
+
+def conforming(model: type[BaseModel], document: _D) -> _D:
+    """`document` itself, once it validates as `model` (pydantic's ValidationError names the field otherwise)."""
+    model.model_validate(document)
+    return document
+
+
+def field_paths(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str | None]]:
+    """(dotted path, description) of every field of `model` and of the documents nested in it, depth first;
+    a list or dict of documents adds no step to the path (`arms.cost_usd.total` is `arms[i].cost_usd.total`)."""
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        yield path, info.description
+        nested = _nested_model(info.annotation)
+        if nested is not None:
+            yield from field_paths(nested, path + ".")
+
+
+def description(model: type[BaseModel], path: str) -> str:
+    """The description of the field at a dotted `path` of `model` (KeyError if there is none)."""
+    found = dict(field_paths(model)).get(path)
+    if not found:
+        raise KeyError(f"{model.__name__} has no documented field {path!r}")
+    return found
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
