@@ -9,25 +9,19 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
-from adapters import redact_url
-from adapters.base import AdapterError, ArmStart, Lease, utcnow
 from compare.attempt import AttemptOutcome, run_attempt
-from compare.costs import lease_cost_usd
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
 from compare.ledger import ArmTotals, Ledger, new_run_id
+from compare.live_arms import ArmRefused, LiveArms
 from compare.reconcile import Reconciliation, reconcile
 from compare.recording import LedgerRecorder
-from compare.solvers import Solver
 from compare.spec import RunSpec
 from compare.trajectory_files import trajectories_root, trajectory_path, write_trajectory
 from sandbox import SandboxError, SandboxOptions, Suite, Task, load_suite, remove_leftovers, require_backend
 
-
-LEASE_HEARTBEAT_SEC = 15.0  # the most a killed run's lease can be under-billed
 
 
 class RunError(RuntimeError):
@@ -100,10 +94,7 @@ class Runner:
                                       unsafe_no_isolation=spec.sandbox.unsafe_no_isolation,
                                       images_lock=Path(spec.sandbox.images) if spec.sandbox.images else None)
         self.trajectory_dir = trajectories_root(self.db_path) / self.run_id
-        self.solvers: dict[str, Solver] = {}  # every started arm's, the oracle's included
         self.progress: dict[str, ArmProgress] = {}
-        self.leases: dict[str, int] = {}  # the ledger's lease ids, by arm
-        self.held: dict[str, Lease] = {}  # the leases themselves, for the live spend
         self.warnings: list[str] = []
         self.misconfigured: dict[str, Counter[str]] = {}  # arm -> signature (with the flag to fix) -> episodes
         self.stopped: dict[str, str] = {}  # arm -> why no more of its episodes run (a configuration error)
@@ -114,6 +105,7 @@ class Runner:
         except LeafCheckoutError as exc:
             raise RunError(str(exc)) from None
         self.spec_sha256 = run_spec_digest(self.spec, self.prompts)
+        self.arms = LiveArms(self.ledger, self.run_id, self.spec, self.prompts)
         try:
             require_backend(self.options)  # a missing bubblewrap or engine refuses the run, not every episode
         except SandboxError as exc:
@@ -139,8 +131,7 @@ class Runner:
         finished = await self.ledger.finished_keys(self.run_id) if self.resuming else set()
         await self._restore_totals(live)
         pending = [k for k in keys if (k.arm, k.task_id, k.seed) not in finished]
-        background = [asyncio.create_task(self._sample_metrics(arm)) for arm in live]
-        background.append(asyncio.create_task(self._heartbeat()))
+        background = self.arms.background()
         status = "interrupted"
         try:
             await self._work(pending, by_id)
@@ -216,59 +207,20 @@ class Runner:
         """Every arm is probed before any episode: an unreachable endpoint or a missing key stops the run here."""
         for arm in self.spec.arms:
             if arm.name in self.skip_arms:
-                await self.ledger.record_arm(run_id=self.run_id, arm=arm.name, adapter=arm.adapter, model=arm.model,
-                                             endpoint=_endpoint(arm), status="skipped",
-                                             status_reason=self.skip_arms[arm.name])
+                await self.arms.skip(arm, self.skip_arms[arm.name])
                 self.progress[arm.name] = ArmProgress(arm=arm.name, total=0, status="skipped",
                                                       status_reason=self.skip_arms[arm.name])
                 continue
-            start = await self._start_solver(arm)
-            prompt = self.prompts.get(arm.name)
-            await self.ledger.record_arm(run_id=self.run_id, arm=arm.name, adapter=arm.adapter, model=arm.model,
-                                         endpoint=start.endpoint, served_model=start.served_model,
-                                         config={**start.config, **(prompt.config() if prompt else {})},
-                                         server_info=start.server_info,
-                                         model_info=start.model_info, warnings=start.warnings, status="ready")
-            if start.lease is not None:
-                self.leases[arm.name] = await self.ledger.open_lease(self.run_id, arm.name, start.lease)
-                self.held[arm.name] = start.lease
-            self.warnings += [f"arm {arm.name}: {w}" for w in start.warnings]
+            try:
+                self.warnings += await self.arms.start(arm)
+            except ArmRefused as exc:
+                raise RunError(str(exc)) from None
             self.progress[arm.name] = ArmProgress(arm=arm.name, total=episodes_per_arm)
             self.on_progress(self.progress[arm.name])
 
-    async def _start_solver(self, arm: Any) -> ArmStart:
-        if problem := arm.start_problem():
-            raise RunError(f"arm {arm.name}: {problem}")
-        solver = None
-        try:
-            solver = arm.build_solver(self.spec.budgets, self.prompts.get(arm.name))
-            start = await solver.start()
-        except AdapterError as exc:
-            if solver is not None:
-                await _quietly(solver.stop())
-            await self.ledger.record_arm(self.run_id, arm.name, adapter=arm.adapter, model=arm.model,
-                                         endpoint=_endpoint(arm), status="failed", status_reason=str(exc))
-            await self._stop_arms("interrupted")
-            raise RunError(f"arm {arm.name}: {exc}") from None
-        self.solvers[arm.name] = solver
-        return start
-
     async def _stop_arms(self, status: str) -> None:
-        for name, solver in list(self.solvers.items()):
-            sample = await _quietly(solver.sample_metrics())
-            if sample is not None:
-                await self.ledger.record_sample(self.run_id, name, sample)
-            lease = await _quietly(solver.stop())
-            if name in self.leases:  # closed even when the adapter failed to stop: a lease never stays open
-                await self.ledger.close_lease(self.leases[name], (lease.ended_at if lease else None) or utcnow())
-            await self._end_arm(name, status)
-        self.solvers.clear()
+        await self.arms.stop(status, failed=self.stopped)
         await self.ledger.set_run_status(self.run_id, status)
-
-    async def _end_arm(self, name: str, status: str) -> None:
-        reason = self.stopped.get(name)
-        await self.ledger.update_arm(self.run_id, name, status="failed" if reason else status, status_reason=reason,
-                                     ended_at=utcnow())
 
     async def _restore_totals(self, live: list[str]) -> None:
         """After --resume the figures printed are the ledger's (every process's), not only this one's."""
@@ -279,24 +231,6 @@ class Runner:
             progress.done, progress.resolved, progress.errors = recorded.done, recorded.resolved, recorded.errors
             if self.arm_specs[arm].billing == "tokens":
                 progress.spend_usd = recorded.calls_cost_usd
-
-    async def _heartbeat(self) -> None:
-        """Open leases carry a heartbeat: if this process is killed, a resume closes them at the last one."""
-        while True:
-            await asyncio.sleep(LEASE_HEARTBEAT_SEC)
-            if self.leases:
-                await _quietly(self.ledger.heartbeat_leases(list(self.leases.values()), utcnow()))
-
-    async def _sample_metrics(self, arm: str) -> None:
-        solver = self.solvers.get(arm)
-        interval = self.arm_specs[arm].metrics_interval()
-        if solver is None or interval is None:
-            return
-        while True:
-            sample = await _quietly(solver.sample_metrics())
-            if sample is not None:
-                await self.ledger.record_sample(self.run_id, arm, sample)
-            await asyncio.sleep(interval)
 
     # --- episodes -----------------------------------------------------------------------------------------
 
@@ -358,7 +292,7 @@ class Runner:
         labels = {"leafcost.run": self.run_id, "leafcost.arm": key.arm, "leafcost.task": key.task_id,
                   "leafcost.seed": str(key.seed), "leafcost.attempt": str(attempt)}
         try:
-            await run_attempt(outcome, self.solvers[key.arm], task, self.options, recorder, labels)
+            await run_attempt(outcome, self.arms.solver(key.arm), task, self.options, recorder, labels)
         finally:  # a cancelled attempt is recorded too, as cancelled and not final
             final = not outcome.cancelled and (not outcome.infra_error or last)
             await asyncio.shield(self._finish(key, attempt, outcome, recorder, final))
@@ -375,20 +309,4 @@ class Runner:
         progress = self.progress[key.arm]
         progress.spend_usd += recorder.spend_usd
         if self.arm_specs[key.arm].billing == "lease":
-            progress.spend_usd = self._lease_spend(key.arm)
-
-    def _lease_spend(self, arm: str) -> float:
-        """What the arm's lease has cost so far, by the cost model's own rule."""
-        lease = self.held.get(arm)
-        return lease_cost_usd(lease) if lease is not None else 0.0
-
-
-def _endpoint(arm: Any) -> str | None:
-    return redact_url(arm.base_url) if arm.base_url else None
-
-
-async def _quietly(awaitable):
-    try:
-        return await awaitable
-    except Exception:  # noqa: BLE001 - a failing metrics scrape or stop must not lose the run's results
-        return None
+            progress.spend_usd = self.arms.lease_spend(key.arm)

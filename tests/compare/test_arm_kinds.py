@@ -110,7 +110,7 @@ def test_each_arm_builds_its_solver_and_only_the_oracle_sees_the_solution(monkey
 
 def test_the_runner_and_an_attempt_never_ask_what_kind_an_arm_is():
     """The oracle is a second solver, not a branch: the runner's one question about an arm is its billing."""
-    for name in ("runner.py", "attempt.py", "solvers.py"):
+    for name in ("runner.py", "live_arms.py", "attempt.py", "solvers.py"):
         tree = ast.parse((ROOT / "compare" / name).read_text())
         kinds = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "kind"
                  and not (isinstance(node.value, ast.Name) and node.value.id == "exc")]
