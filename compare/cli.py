@@ -242,6 +242,36 @@ def sglang_command(
     typer.echo(launch_command_text(model_path=model_path, port=port, tp=tp, context_length=context_length))
 
 
+@sglang_app.command("manifest")
+def sglang_manifest(
+    image: Annotated[str, typer.Option(help="the SGLang image to run, pinned to a release or a digest, e.g. "
+                                            "lmsysorg/sglang:v0.5.11-cu129")],
+    name: Annotated[str, typer.Option(help="the Deployment and Service name (an arm's gpu.from_deployment)")] =
+    "frognano",
+    namespace: str = "default",
+    weights_claim: Annotated[str, typer.Option(help="the PersistentVolumeClaim holding the weights, mounted "
+                                                    "read-only at /models")] = "frognano-weights",
+    model_path: Annotated[str, typer.Option(help="the weights inside the container")] = "/models/FrogNano-4B-2609",
+    gpus: Annotated[int, typer.Option(min=1, help="GPUs (the tensor-parallel size)")] = 1,
+    gpu_type: Annotated[str | None, typer.Option(help="the nodes' nvidia.com/gpu.product label, e.g. "
+                                                      "NVIDIA-H200")] = None,
+    port: int = 30000,
+    context_length: int = 131072,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a Deployment and Service that run FrogNano on SGLang in a cluster, with `sglang command`'s launch."""
+    import yaml
+
+    from adapters.sglang_manifest import sglang_manifests
+
+    manifests = sglang_manifests(name=name, namespace=namespace, image=image, model_path=model_path,
+                                 weights_claim=weights_claim, gpus=gpus, gpu_type=gpu_type, port=port,
+                                 context_length=context_length)
+    text = json.dumps(manifests, indent=2)
+    # YAML from the JSON text: no object is shared, so no anchors (&id001) for kubectl's reader to meet.
+    typer.echo(text if as_json else yaml.safe_dump_all(json.loads(text), sort_keys=False).rstrip())
+
+
 images_app = typer.Typer(help="Container images of a suite's tasks (the podman and docker backends).")
 app.add_typer(images_app, name="images")
 
