@@ -199,14 +199,14 @@ def test_the_docs_show_commands_at_all():
 
 
 def test_the_checker_reports_a_made_up_command_subcommand_and_flag():
-    text = "\n".join(["```bash", "$ leafcost frobnicate --now", "leafcost sglang manifest",
+    text = "\n".join(["```bash", "$ leafcost frobnicate --now", "leafcost sglang deploy",
                       "leafcost run spec.yaml --fast  # comment --ignored", "leafcost images",
                       "time leafcost summary RUN --json | jq . && leafcost compare RUN --arms a,b --pairs",
                       "leafcost run spec.yaml --resume X --db f.duckdb --serve 8000 --json",
                       "leafcost images lock suite -o x.json --backend podman", "leafcost: s05.yaml: seeds: ...",
                       "```", "Prose with `leafcost validate builtin --worker 2` inline."])
     found = [p.what for p in command_problems(text, Path("made-up.md"))]
-    assert found == ["`leafcost frobnicate`: no such command", "`leafcost sglang manifest`: no such command",
+    assert found == ["`leafcost frobnicate`: no such command", "`leafcost sglang deploy`: no such command",
                      "`leafcost run` has no option --fast", "`leafcost images` needs a subcommand",
                      "`leafcost compare` has no option --pairs", "`leafcost validate` has no option --worker"]
 
