@@ -166,53 +166,54 @@ def _emit(document: dict[str, Any], as_json: bool, printer) -> None:
         printer(document)
 
 
-def _estimate(entry: dict[str, Any] | None, money: bool = False) -> str:
-    if not entry or entry.get("value") is None:
-        return "n/a"
-    fmt = (lambda v: f"${v:,.4f}") if money else (lambda v: f"{v:.1%}")
-    ci = entry.get("ci95")
-    bounds = f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
-    return fmt(entry["value"]) + bounds
-
-
 def _money(value: float | None) -> str:
     return "n/a" if value is None else f"${value:,.4f}"
 
 
-def _console():
+def _console(table=None):
+    """At least 140 columns (output piped to a file or a pager is not cut at 80), and as wide as a table's figures
+    need unwrapped (up to 240): rich would otherwise fold a number in the middle."""
     from rich.console import Console
+    from rich.measure import Measurement
 
-    return Console(width=max(140, Console().width))
+    console = Console(width=max(140, Console().width))
+    if table is not None:
+        natural = Measurement.get(console, console.options.update(width=10_000), table).maximum
+        console.width = max(console.width, min(natural, 240))
+    return console
 
 
 def _print_summary(document: dict[str, Any]) -> None:
     from rich.table import Table
 
+    from compare.arm_table import terminal_columns
+
     title = f"leafcost summary {document['run_id']}" + (f" (scenario {document['scenario']})"
                                                         if document.get("scenario") else "")
     table = Table(title=title)
-    for column in ("arm", "kind", "tasks×seeds", "resolved", "Avg@k [95% CI]", "cost total", "tokens / GPU / "
-                   "sandbox", "per resolved attempt", "per resolved task", "util.", "prices"):
-        table.add_column(column, overflow="fold")
+    shown = terminal_columns()
+    rows = [[" / ".join(_terminal_text(column.cell(arm)) for column in group) for _, group in shown]
+            for arm in document["arms"]]
+    for header, _ in shown:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     notes = []
     for arm in document["arms"]:
-        cost = arm["cost_usd"]
-        table.add_row(arm["arm"], arm["kind"], f"{arm['tasks']}×{arm['seeds']}",
-                      f"{arm['resolved_attempts']}/{arm['attempts']}", _estimate(arm["avg_at_k"]),
-                      _money(cost["total"]),
-                      f"{_money(cost['tokens'])} / {_money(cost['gpu'])} / {_money(cost['sandbox'])}",
-                      _estimate(arm["cost_per_resolved_attempt"], money=True),
-                      _estimate(arm["cost_per_resolved_task"], money=True),
-                      "n/a" if arm["utilization"] is None else f"{arm['utilization']:.0%}", arm["price_source"])
         for key in ("cost_per_resolved_attempt", "avg_at_k"):
             if arm[key].get("reason"):
                 notes.append(f"{arm['arm']}: {key.replace('_', ' ')}: {arm[key]['reason']}")
         if arm["status"] == "skipped":
             notes.append(f"{arm['arm']}: skipped: {arm['status_reason']}")
-    console = _console()
+    console = _console(table)
     console.print(table)
     for note in notes:
         console.print(f"[dim]{note}[/dim]")
+
+
+def _terminal_text(cell) -> str:
+    """A figure with its interval on the line below (a terminal is narrow)."""
+    return f"{cell.text}\n{cell.ci_text}" if cell.ci_text else cell.text
 
 
 def _print_compare(document: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ leaf_commit of a prompt); a null value and a missing key mean different things, 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -114,7 +114,8 @@ class ArmSummary(_Document):
                                                          "bootstrap CI over tasks")
     utilization: float | None = Field(description="busy GPU-seconds ÷ the lease's GPU-seconds; null with several "
                                                   "leases or no busy counter")
-    price_source: str = Field(description="where the prices came from: explicit, litellm, lease, or scenario NAME")
+    price_source: str = Field(description="where the prices came from: explicit, litellm, lease, unpriced, none "
+                                          "(sandbox only) for the oracle, or scenario NAME")
     unpriced_calls: int = Field(description="hosted calls that used tokens but have no cost or exactly 0.0")
     router_reported_cost_usd: float | None = Field(description="the router's own total, kept beside ours")
     lease: LeaseDetail | None = Field(description="the self-hosted arm's lease; null for other arms")
@@ -260,6 +261,80 @@ def description(model: type[BaseModel], path: str) -> str:
     return found
 
 
+def undocumented(model: type[BaseModel]) -> list[str]:
+    """The dotted paths of `model`'s fields (nested documents included) that have no description."""
+    return [path for path, text in field_paths(model) if not text]
+
+
+def models(roots: tuple[type[BaseModel], ...] = DOCUMENTS) -> list[type[BaseModel]]:
+    """`roots` and every document model they use (fields, and the model a document extends), first seen first."""
+    found: list[type[BaseModel]] = []
+
+    def visit(model: type[BaseModel]) -> None:
+        if model in found:
+            return
+        found.append(model)
+        if _parent(model) is not None:
+            visit(_parent(model))
+        for info in model.model_fields.values():
+            for nested in _nested_models(info.annotation):
+                visit(nested)
+
+    for root in roots:
+        visit(root)
+    return found
+
+
+def reference_markdown() -> str:
+    """Every document's fields with their type and meaning, as docs/figures.md holds it (`python -m
+    compare.documents` prints it; a test compares the two)."""
+    parts = []
+    for model in models():
+        parent = _parent(model)
+        own = [name for name in model.model_fields if parent is None or name not in parent.model_fields]
+        intro = (model.__doc__ or "").strip().replace("\n", " ")
+        if parent is not None:
+            intro += f" Every field of [{parent.__name__}](#{parent.__name__.lower()}), and:"
+        rows = [f"| `{name}` | {_type_text(model.model_fields[name].annotation)} | "
+                f"{_cell(model.model_fields[name].description)} |" for name in own]
+        parts.append("\n".join([f"### {model.__name__}", "", intro, "", "| field | type | meaning |",
+                                "|---|---|---|", *rows]))
+    return "\n\n".join(parts) + "\n"
+
+
+def _cell(text: str | None) -> str:
+    return (text or "").replace("|", "\\|")
+
+
+def _parent(model: type[BaseModel]) -> type[BaseModel] | None:
+    base = model.__bases__[0]
+    return None if base in (_Document, BaseModel) else base
+
+
+def _nested_models(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [found for arg in getattr(annotation, "__args__", ()) for found in _nested_models(arg)]
+
+
+_TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+
+
+def _type_text(annotation: Any) -> str:
+    if annotation in _TYPE_NAMES:
+        return _TYPE_NAMES[annotation]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return f"[{annotation.__name__}](#{annotation.__name__.lower()})"
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return " or ".join(f"`{value}`" for value in args)
+    if origin is list:
+        return f"list of {_type_text(args[0])}"
+    if origin is dict:
+        return f"map of {_type_text(args[1])}"
+    return " or ".join(_type_text(arg) for arg in args)  # a union
+
+
 def _nested_model(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
@@ -268,3 +343,7 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
         if found is not None:
             return found
     return None
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

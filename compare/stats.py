@@ -257,6 +257,10 @@ def _acceleration(jackknife: np.ndarray) -> float:
     if jackknife.size < 2:
         return 0.0
     d = jackknife.mean() - jackknife
+    peak = float(np.max(np.abs(d)))
+    if not peak > 0:
+        return 0.0
+    d = d / peak  # a does not change with the scale; tiny costs (a what-if at 1e-160 $) would underflow to 0
     spread = float(np.sum(d * d))
     return float(np.sum(d * d * d)) / (6 * spread ** 1.5) if spread > 0 else 0.0
 

@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from compare.arm_table import fmt_pct, fmt_usd
+
+__all__ = ["cost_breakdown_svg", "cost_vs_resolve_svg", "esc", "fmt_pct", "fmt_usd"]
+
 SVG_NS = "http://www.w3.org/2000/svg"
 WIDTH = 720
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:12px"
@@ -32,28 +36,10 @@ def esc(text: Any) -> str:
     return escape(str(text), quote=True)
 
 
-def fmt_usd(value: float | None) -> str:
-    """Dollars with enough digits to show sub-cent costs (3 significant digits below $1)."""
-    if value is None:
-        return "n/a"
-    if value == 0:
-        return "$0"
-    if abs(value) >= 100:
-        return f"${value:,.0f}"
-    if abs(value) >= 1:
-        return f"${value:,.2f}"
-    digits = min(10, max(2, 2 - math.floor(math.log10(abs(value)))))
-    return f"${value:.{digits}f}"
-
-
 def _tick_usd(value: float) -> str:
     """Axis ticks are round numbers: no trailing zeros ($0.1, $1, $10)."""
     text = fmt_usd(value)
     return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def fmt_pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
 
 
 def _num(value: float) -> str:

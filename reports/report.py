@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from compare.arm_table import arm_cells, columns
 from compare.breakeven import breakeven
 from compare.ledger import connect_read_only
 from compare.summary import dumps, summarize
@@ -256,60 +257,6 @@ def _reasons(value: Any, path: str = "") -> list[tuple[str, str]]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The arm table, shared by HTML and Markdown
-
-
-@dataclass
-class Cell:
-    """A table cell: its text, and the document's exact number behind it (kept in the HTML as data-value)."""
-
-    key: str
-    header: str
-    text: str
-    value: Any = None
-    ci: list[float] | None = None
-
-
-def arm_cells(arm: dict[str, Any]) -> list[Cell]:
-    cost = arm.get("cost_usd") or {}
-    self_hosted = arm["kind"] == "self-hosted"
-    return [
-        Cell("arm", "arm", arm["arm"], arm["arm"]),
-        Cell("kind", "kind", arm["kind"], arm["kind"]),
-        Cell("model", "model", arm.get("model") or "", arm.get("model")),
-        Cell("status", "status", arm.get("status") or "", arm.get("status")),
-        Cell("tasks_seeds", "tasks×seeds", f"{arm['tasks']}×{arm['seeds']}", arm["tasks"]),
-        Cell("resolved_attempts", "resolved attempts", f"{arm['resolved_attempts']}/{arm['attempts']}",
-             arm["resolved_attempts"]),
-        Cell("resolved_tasks", "resolved tasks", f"{arm['resolved_tasks']}/{arm['tasks']}", arm["resolved_tasks"]),
-        _estimate("avg_at_k", "resolve rate Avg@k [95% CI]", arm["avg_at_k"], fmt_pct),
-        _estimate("cost_per_resolved_attempt", "per resolved attempt [95% CI]", arm["cost_per_resolved_attempt"],
-                  fmt_usd),
-        _estimate("cost_per_resolved_task", "per resolved task [95% CI]", arm["cost_per_resolved_task"], fmt_usd),
-        Cell("cost_total", "total cost", fmt_usd(cost.get("total")), cost.get("total")),
-        Cell("cost_tokens", "tokens", fmt_usd(cost.get("tokens")), cost.get("tokens")),
-        Cell("cost_gpu", "GPU / lease", fmt_usd(cost.get("gpu")), cost.get("gpu")),
-        Cell("cost_sandbox", "sandbox", fmt_usd(cost.get("sandbox")), cost.get("sandbox")),
-        Cell("utilization", "utilization", fmt_pct(arm.get("utilization")) if self_hosted else "—",
-             arm.get("utilization")),
-        Cell("harness_error_rate", "harness errors", fmt_pct(arm.get("harness_error_rate")),
-             arm.get("harness_error_rate")),
-        Cell("infra_error_rate", "infra errors", fmt_pct(arm.get("infra_error_rate")), arm.get("infra_error_rate")),
-        Cell("price_source", "prices", arm.get("price_source") or "", arm.get("price_source")),
-        Cell("unpriced_calls", "unpriced calls", str(arm.get("unpriced_calls", 0)), arm.get("unpriced_calls")),
-    ]
-
-
-def _estimate(key: str, header: str, entry: dict[str, Any] | None, fmt) -> Cell:
-    entry = entry or {}
-    value, ci = entry.get("value"), entry.get("ci95")
-    if value is None:
-        return Cell(key, header, "n/a", None, None)
-    bounds = f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else " [CI unbounded]"
-    return Cell(key, header, fmt(value) + bounds, value, ci)
-
-
-# ---------------------------------------------------------------------------------------------------------
 # HTML
 
 _CSS = """
@@ -326,7 +273,6 @@ th{background:#f5f5f5}td.num{text-align:right;white-space:nowrap}
 .breakeven dt{color:#555}.reason{color:#8a4b08}
 footer{margin-top:2.5rem;border-top:1px solid #ddd;font-size:.8rem;color:#555}
 """
-_TEXT_KEYS = {"arm", "kind", "model", "status", "price_source"}
 
 
 def render_html(document: dict[str, Any], notes: list[str], provenance: Provenance,
@@ -360,15 +306,15 @@ def render_html(document: dict[str, Any], notes: list[str], provenance: Provenan
 def _html_table(arms: list[dict[str, Any]]) -> str:
     if not arms:
         return "<p>This run has no arms.</p>"
-    headers = "".join(f'<th scope="col">{esc(c.header)}</th>' for c in arm_cells(arms[0]))
+    headers = "".join(f'<th scope="col">{esc(column.label)}</th>' for column in columns())
     rows = []
     for arm in arms:
         cells = []
-        for c in arm_cells(arm):
+        for column, c in zip(columns(), arm_cells(arm), strict=True):
             ci = f' data-ci95="{esc(json.dumps(c.ci))}"' if c.ci else ""
-            klass = "" if c.key in _TEXT_KEYS else ' class="num"'
+            klass = ' class="num"' if column.numeric else ""
             cells.append(f'<td data-key="{c.key}" data-value="{esc(json.dumps(c.value))}"{ci}{klass}>'
-                         f"{esc(c.text)}</td>")
+                         f"{esc(c.full_text)}</td>")
         rows.append(f'<tr class="arm-row" data-arm="{esc(arm["arm"])}">{"".join(cells)}</tr>')
     return (f'<table class="arms" id="arm-table"><thead><tr>{headers}</tr></thead><tbody>{"".join(rows)}'
             "</tbody></table>")
@@ -441,10 +387,9 @@ def render_markdown(document: dict[str, Any], notes: list[str], provenance: Prov
              f"Run status: **{_md(document['run_status'])}**"
              + (f", scenario **{_md(document['scenario'])}**" if document.get("scenario") else ""), ""]
     if document["arms"]:
-        cells = [arm_cells(arm) for arm in document["arms"]]
-        lines.append("| " + " | ".join(_md(c.header) for c in cells[0]) + " |")
-        lines.append("|" + "|".join("---" if c.key in _TEXT_KEYS else "---:" for c in cells[0]) + "|")
-        lines += ["| " + " | ".join(_md(c.text) for c in row) + " |" for row in cells]
+        lines.append("| " + " | ".join(_md(column.label) for column in columns()) + " |")
+        lines.append("|" + "|".join("---:" if column.numeric else "---" for column in columns()) + "|")
+        lines += ["| " + " | ".join(_md(c.full_text) for c in arm_cells(arm)) + " |" for arm in document["arms"]]
     else:
         lines.append("This run has no arms.")
     if panels:

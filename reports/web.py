@@ -17,6 +17,7 @@ import duckdb
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
+from compare.arm_table import Cell, arm_cells, columns
 from compare.breakeven import breakeven
 from compare.ledger import LedgerAccess, LedgerError, fetch_rows
 from compare.summary import SummaryError, summarize
@@ -124,49 +125,25 @@ def _page(title: str, body: str) -> str:
             f"<body>{body}</body></html>")
 
 
-def _value(entry: dict[str, Any] | None, kind: str) -> str:
-    """A cell with the raw number in `data-value` (what the browser test compares with the API) and the CI."""
-    value = (entry or {}).get("value")
-    if value is None:
-        reason = (entry or {}).get("reason") or "no number"
-        return f"<td class=num data-value=\"\" title=\"{escape(reason)}\">n/a</td>"
-    shown = _fmt(value, kind)
-    ci = entry.get("ci95")
-    ci_text = f"<br><span class=ci>[{_fmt(ci[0], kind)}, {_fmt(ci[1], kind)}]</span>" if ci else ""
-    return f"<td class=num data-value=\"{value!r}\">{shown}{ci_text}</td>"
-
-
-def _fmt(value: float, kind: str) -> str:
-    return f"{value:.1%}" if kind == "rate" else f"${value:,.4f}"
-
-
-def _money_cell(value: float | None) -> str:
-    return "<td class=num data-value=\"\">n/a</td>" if value is None else \
-        f"<td class=num data-value=\"{value!r}\">${value:,.4f}</td>"
-
-
 def _arm_table(document: dict[str, Any]) -> str:
-    head = ("<tr><th>arm</th><th>kind</th><th>model</th><th>tasks × seeds</th><th>resolved</th>"
-            "<th>resolve rate (Avg@k)</th><th>cost per resolved attempt</th><th>cost per resolved task</th>"
-            "<th>total</th><th>tokens</th><th>GPU / machine</th><th>sandbox</th><th>utilization</th>"
-            "<th>harness / infra errors</th><th>prices</th></tr>")
+    """The registry's columns (compare.arm_table); a numeric cell keeps the raw number in `data-value` (what the
+    browser test compares with the API), an estimate its interval below it and, when it has no number, the
+    reason as a tooltip."""
+    head = "<tr>" + "".join(f"<th>{escape(column.label)}</th>" for column in columns()) + "</tr>"
     rows = []
     for arm in document["arms"]:
-        cost = arm["cost_usd"]
-        utilization = "n/a" if arm["utilization"] is None else f"{arm['utilization']:.1%}"
-        errors = ("n/a" if arm["harness_error_rate"] is None else
-                  f"{arm['harness_error_rate']:.1%} / {arm['infra_error_rate']:.1%}")
-        rows.append(
-            f"<tr class=arm data-arm=\"{escape(arm['arm'])}\"><td>{escape(arm['arm'])}</td>"
-            f"<td>{escape(arm['kind'])}</td><td>{escape(arm['model'] or '-')}</td>"
-            f"<td class=num>{arm['tasks']} × {arm['seeds']}</td>"
-            f"<td class=num>{arm['resolved_attempts']}/{arm['attempts']}</td>"
-            + _value(arm["avg_at_k"], "rate") + _value(arm["cost_per_resolved_attempt"], "usd")
-            + _value(arm["cost_per_resolved_task"], "usd") + _money_cell(cost["total"])
-            + _money_cell(cost["tokens"]) + _money_cell(cost["gpu"]) + _money_cell(cost["sandbox"])
-            + f"<td class=num>{utilization}</td><td class=num>{errors}</td>"
-            f"<td>{escape(arm['price_source'])}</td></tr>")
+        cells = "".join(_cell(column.numeric, cell) for column, cell in zip(columns(), arm_cells(arm), strict=True))
+        rows.append(f"<tr class=arm data-arm=\"{escape(arm['arm'])}\">{cells}</tr>")
     return f"<h2>Arms</h2><div class=wide><table id=arms>{head}{''.join(rows)}</table></div>"
+
+
+def _cell(numeric: bool, cell: Cell) -> str:
+    if not numeric:
+        return f"<td data-key={cell.key}>{escape(cell.text)}</td>"
+    value = "" if cell.value is None else repr(cell.value)
+    title = f" title=\"{escape(cell.reason)}\"" if cell.value is None and cell.reason else ""
+    ci = f"<br><span class=ci>{escape(cell.ci_text)}</span>" if cell.ci else ""
+    return f"<td class=num data-key={cell.key} data-value=\"{value}\"{title}>{escape(cell.text)}{ci}</td>"
 
 
 def _notes(document: dict[str, Any]) -> str:

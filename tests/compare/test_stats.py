@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from statistics import NormalDist
 
-from compare.stats import (DEFAULT_RESAMPLES, Estimate, Resampler, _bca_ci, _percentile_ci, _student_t_quantile,
+from compare.stats import (DEFAULT_RESAMPLES, Estimate, Resampler, _acceleration, _bca_ci, _percentile_ci,
+                           _student_t_quantile,
                            bootstrap_indices, expanded_z, mcnemar, paired_rate_difference, paired_ratio_difference,
                            pass_at_k, pass_hat_k, ratio, resolve_rates)
 
@@ -462,3 +463,12 @@ def test_the_cost_per_resolved_interval_covers_at_thirty_tasks():
         ci = ratio(cost, c, resampler, nothing="x").ci95
         covered += ci is not None and ci[0] <= truth <= ci[1]
     assert 0.93 <= covered / runs <= 0.97, covered / runs
+
+
+@pytest.mark.parametrize("scale", [1e-160, 1e-200, 1e150])
+def test_the_acceleration_does_not_depend_on_the_scale_of_the_costs(scale):
+    """Costs of 1e-160 $ (a what-if price sheet may set such prices) once made Σd² a subnormal whose 1.5th power is
+    0: a ZeroDivisionError, and a 500 from the API."""
+    jackknife = np.array([0.0, 1.0, 3.0, 7.0])
+    assert _acceleration(jackknife * scale) == pytest.approx(_acceleration(jackknife), rel=1e-12)
+    assert _acceleration(jackknife) != 0.0

@@ -12,7 +12,8 @@ from html.parser import HTMLParser
 import pytest
 from conftest import leafcost_serve
 
-CELLS = ["avg_at_k", "cost_per_resolved_attempt", "cost_per_resolved_task", "total", "tokens", "gpu", "sandbox"]
+ESTIMATES = ["avg_at_k", "cost_per_resolved_attempt", "cost_per_resolved_task"]
+COSTS = ["total", "tokens", "gpu", "sandbox"]  # the cells cost_total, cost_tokens, ... (compare.arm_table)
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +32,11 @@ def chromium(*args: str) -> subprocess.CompletedProcess:
 
 
 class ArmRows(HTMLParser):
-    """The `data-value` of every numeric cell of each `tr.arm` row, and every link."""
+    """The `data-value` of every numeric cell of each `tr.arm` row by its `data-key`, and every link."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: dict[str, list[str]] = {}
+        self.rows: dict[str, dict[str, str]] = {}
         self.links: list[str] = []
         self._arm: str | None = None
 
@@ -43,9 +44,9 @@ class ArmRows(HTMLParser):
         attributes = dict(attrs)
         if tag == "tr" and attributes.get("class") == "arm":
             self._arm = attributes["data-arm"]
-            self.rows[self._arm] = []
+            self.rows[self._arm] = {}
         elif tag == "td" and self._arm and "data-value" in attributes:
-            self.rows[self._arm].append(attributes["data-value"] or "")
+            self.rows[self._arm][attributes["data-key"]] = attributes["data-value"] or ""
         elif tag == "a" and attributes.get("href"):
             self.links.append(attributes["href"])
 
@@ -64,9 +65,8 @@ def test_the_run_page_shows_the_apis_numbers_in_a_real_browser(served, tmp_path)
     parsed.feed(page.stdout)
     assert set(parsed.rows) == set(api)
     for arm, cells in parsed.rows.items():
-        expected = [api[arm][k]["value"] if k in ("avg_at_k", "cost_per_resolved_attempt", "cost_per_resolved_task")
-                    else api[arm]["cost_usd"][k] for k in CELLS]
-        shown = [float(c) if c else None for c in cells]
+        expected = [api[arm][k]["value"] for k in ESTIMATES] + [api[arm]["cost_usd"][k] for k in COSTS]
+        shown = [float(cells[k]) if cells[k] else None for k in ESTIMATES + [f"cost_{k}" for k in COSTS]]
         assert shown == expected, arm  # the very same floats, not a rounding of them
     assert "Pareto" in page.stdout or "pareto" in page.stdout  # the chart's frontier is on the page
     episodes = [link for link in parsed.links if "/episode/" in link]

@@ -1,0 +1,160 @@
+"""The arm table, defined once: which figures of an arm's summary entry (compare.documents.ArmSummary) are shown,
+under what label and in what format. `leafcost summary` prints CLI_COLUMNS of it, the report (reports.report) and
+the web page (reports.web) render every column; each renderer only adds its markup, so a figure added here appears
+in all three. A column's meaning is its field's description in compare.documents."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# text: as is; count: an integer, or "n/of" / "n×of" with `of`; share and usd: a number; *_ci: an Estimate
+Format = Literal["text", "count", "share", "usd", "share_ci", "usd_ci"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One shown figure: its text, and the document's exact number behind it (HTML keeps it as data-value)."""
+
+    key: str
+    label: str
+    text: str  # the figure without its interval
+    value: Any = None
+    ci: list[float] | None = None
+    ci_text: str | None = None  # "[low, high]", or None without an interval
+    reason: str | None = None  # why an estimate has no number or no interval
+
+    @property
+    def full_text(self) -> str:
+        return f"{self.text} {self.ci_text}" if self.ci_text else self.text
+
+
+@dataclass(frozen=True)
+class Column:
+    """A figure of the arm table: `path` is the field's dotted path in an ArmSummary (`cost_usd.total`)."""
+
+    key: str
+    label: str
+    path: str
+    format: Format
+    of: str | None = None  # a second field shown beside a count: "resolved/attempts"
+    join: str = "/"
+    short: str | None = None  # the label in a terminal, where columns are narrow
+
+    @property
+    def description(self) -> str:
+        from compare.documents import ArmSummary, description  # pydantic and numpy: not for `leafcost --help`
+
+        return description(ArmSummary, self.path)
+
+    @property
+    def numeric(self) -> bool:
+        return self.format != "text"
+
+    def cell(self, arm: dict[str, Any]) -> Cell:
+        value = _dig(arm, self.path)
+        if self.format in ("share_ci", "usd_ci"):
+            return _estimate_cell(self, value or {})
+        if self.format == "text":
+            text = "" if value is None else str(value)
+        elif self.format == "count":
+            text = str(value) if self.of is None else f"{value}{self.join}{_dig(arm, self.of)}"
+        else:
+            text = FORMATS[self.format](value)
+        return Cell(self.key, self.label, text, value)
+
+
+def fmt_usd(value: float | None) -> str:
+    """Dollars with enough digits to show sub-cent costs (3 significant digits below $1)."""
+    if value is None:
+        return "n/a"
+    if value == 0:
+        return "$0"
+    if abs(value) >= 100:
+        return f"${value:,.0f}"
+    if abs(value) >= 1:
+        return f"${value:,.2f}"
+    digits = min(10, max(2, 2 - math.floor(math.log10(abs(value)))))
+    return f"${value:.{digits}f}"
+
+
+def fmt_pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+FORMATS = {"share": fmt_pct, "usd": fmt_usd, "share_ci": fmt_pct, "usd_ci": fmt_usd}
+
+ARM_COLUMNS: tuple[Column, ...] = (
+    Column("arm", "arm", "arm", "text"),
+    Column("kind", "kind", "kind", "text"),
+    Column("model", "model", "model", "text"),
+    Column("status", "status", "status", "text"),
+    Column("tasks_seeds", "tasks×seeds", "tasks", "count", of="seeds", join="×"),
+    Column("resolved_attempts", "resolved attempts", "resolved_attempts", "count", of="attempts", short="resolved"),
+    Column("resolved_tasks", "resolved tasks", "resolved_tasks", "count", of="tasks"),
+    Column("avg_at_k", "resolve rate Avg@k [95% CI]", "avg_at_k", "share_ci", short="Avg@k [95% CI]"),
+    Column("cost_per_resolved_attempt", "per resolved attempt [95% CI]", "cost_per_resolved_attempt", "usd_ci",
+           short="per resolved attempt"),
+    Column("cost_per_resolved_task", "per resolved task [95% CI]", "cost_per_resolved_task", "usd_ci",
+           short="per resolved task"),
+    Column("cost_total", "total cost", "cost_usd.total", "usd", short="cost total"),
+    Column("cost_tokens", "tokens", "cost_usd.tokens", "usd"),
+    Column("cost_gpu", "GPU or machine lease", "cost_usd.gpu", "usd", short="lease"),
+    Column("cost_sandbox", "sandbox", "cost_usd.sandbox", "usd"),
+    Column("utilization", "utilization", "utilization", "share", short="util."),
+    Column("harness_error_rate", "harness errors", "harness_error_rate", "share"),
+    Column("infra_error_rate", "infra errors", "infra_error_rate", "share"),
+    Column("price_source", "prices", "price_source", "text"),
+    Column("unpriced_calls", "unpriced calls", "unpriced_calls", "count"),
+)
+
+# What `leafcost summary` prints (a terminal is narrower than a page), in this order, a tuple sharing one column
+# ("tokens / lease / sandbox"); every other renderer shows ARM_COLUMNS
+CLI_COLUMNS: tuple[str | tuple[str, ...], ...] = (
+    "arm", "kind", "tasks_seeds", "resolved_attempts", "avg_at_k", "cost_total",
+    ("cost_tokens", "cost_gpu", "cost_sandbox"), "cost_per_resolved_attempt", "cost_per_resolved_task",
+    "utilization", "price_source")
+
+
+def columns(keys: tuple[str, ...] | None = None) -> list[Column]:
+    """The registry's columns, in its order (only `keys`, when given); read at call time, so renderers always
+    show the registry as it stands."""
+    if keys is None:
+        return list(ARM_COLUMNS)
+    unknown = set(keys) - {column.key for column in ARM_COLUMNS}
+    if unknown:
+        raise KeyError(f"no arm table column {', '.join(sorted(unknown))}")
+    return [column for column in ARM_COLUMNS if column.key in keys]
+
+
+def terminal_columns() -> list[tuple[str, list[Column]]]:
+    """CLI_COLUMNS as (header, columns) in their order: the columns of a tuple share one header, " / " between."""
+    by_key = {column.key: column for column in ARM_COLUMNS}
+    shown = []
+    for entry in CLI_COLUMNS:
+        group = [by_key[key] for key in ((entry,) if isinstance(entry, str) else entry)]
+        shown.append((" / ".join(column.short or column.label for column in group), group))
+    return shown
+
+
+def arm_cells(arm: dict[str, Any], keys: tuple[str, ...] | None = None) -> list[Cell]:
+    """The cells of one arm's row."""
+    return [column.cell(arm) for column in columns(keys)]
+
+
+def _estimate_cell(column: Column, entry: dict[str, Any]) -> Cell:
+    value, ci = entry.get("value"), entry.get("ci95")
+    reason = entry.get("reason")
+    if value is None:
+        return Cell(column.key, column.label, "n/a", reason=reason or "no number")
+    fmt = FORMATS[column.format]
+    ci_text = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "[no CI]"
+    return Cell(column.key, column.label, fmt(value), value, ci, ci_text, reason)
+
+
+def _dig(document: dict[str, Any], path: str) -> Any:
+    value: Any = document
+    for part in path.split("."):
+        value = (value or {}).get(part)
+    return value
