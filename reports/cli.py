@@ -19,17 +19,13 @@ def report(
 ) -> None:
     """Write the run's report: report.html (self-contained, charts inline), summary.md, summary.json, episodes
     and calls as CSV and Parquet, and SWE-bench-style predictions per model arm."""
-    from compare.ledger import Ledger, LedgerError, LedgerOutdated, default_db_path
+    from compare.ledger import LedgerAccess, LedgerError, default_db_path
     from compare.summary import SummaryError
     from reports.report import ReportError, write_report
 
     path = db or default_db_path()
-    try:
-        try:
-            written = write_report(path, run_id, out)
-        except LedgerOutdated:  # a ledger from an older leafcost: upgrade it in place (as `summary` does)
-            Ledger.open(path).close()
-            written = write_report(path, run_id, out)
+    try:  # a ledger from an older leafcost is upgraded in place, as `summary` does
+        written = write_report(path, run_id, out, access=LedgerAccess(path))
     except (LedgerError, SummaryError) as exc:
         fail(str(exc), 2)
     except ReportError as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 
 from compare.arm_table import arm_cells, columns
 from compare.breakeven import breakeven
-from compare.ledger import connect_read_only
+from compare.ledger import LedgerAccess, connect_read_only
 from compare.summary import dumps, summarize
 from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg, esc, fmt_pct, fmt_usd
 
@@ -71,13 +72,14 @@ class Predictions:
     missing: dict[str, int] = field(default_factory=dict)  # arm → attempts written with an empty patch
 
 
-def write_report(db_path: Path | str, run_id: str, out_dir: Path | str) -> dict[str, Path]:
+def write_report(db_path: Path | str, run_id: str, out_dir: Path | str, *,
+                 access: LedgerAccess | None = None) -> dict[str, Path]:
     """Writes every file above for `run_id` of the ledger at `db_path` into `out_dir` (created if needed) and
-    returns {path relative to out_dir: absolute path}. Raises compare.ledger.LedgerError (no or busy ledger),
-    compare.summary.SummaryError (unknown run) or ReportError (a file could not be written)."""
+    returns {path relative to out_dir: absolute path}. The ledger is read through `access` when given (it upgrades
+    a ledger from an older leafcost once), else read-only as it is. Raises compare.ledger.LedgerError (no, busy or
+    outdated ledger), compare.summary.SummaryError (unknown run) or ReportError (a file could not be written)."""
     db_path, out = Path(db_path), Path(out_dir).resolve()
-    conn = connect_read_only(db_path)  # one read-only connection for every figure and export
-    try:
+    with _reading(db_path, access) as conn:  # one read-only connection for every figure and export
         document = summarize(conn, run_id)
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -86,8 +88,6 @@ def write_report(db_path: Path | str, run_id: str, out_dir: Path | str) -> dict[
         written = _export_rows(conn, run_id, out)
         predictions = _write_predictions(conn, run_id, document, out, db_path)
         provenance = _provenance(conn, run_id, document)
-    finally:
-        conn.close()
     written.update(predictions.files)
     panels = breakeven_panels(document)
     notes = notes_of(document, predictions.missing)
@@ -97,6 +97,19 @@ def write_report(db_path: Path | str, run_id: str, out_dir: Path | str) -> dict[
     for name, text in texts.items():
         written[name] = _write_text(out / name, text)
     return dict(sorted(written.items()))
+
+
+@contextmanager
+def _reading(db_path: Path, access: LedgerAccess | None):
+    if access is not None:
+        with access.reading() as conn:
+            yield conn
+        return
+    conn = connect_read_only(db_path)
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 # ---------------------------------------------------------------------------------------------------------

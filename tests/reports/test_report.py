@@ -19,7 +19,7 @@ from typer import Typer
 from typer.testing import CliRunner
 
 from compare.breakeven import breakeven
-from compare.ledger import connect_read_only
+from compare.ledger import MIGRATIONS, SCHEMA_VERSION, LedgerOutdated, connect_read_only, migrate
 from compare.pricing import litellm_revision
 from compare.summary import dumps, summarize
 from reports import cost_breakdown_svg, cost_vs_resolve_svg, write_report
@@ -297,6 +297,18 @@ def test_report_command(written, tmp_path):
                                      str(tmp_path / "m")])
     assert missing.exit_code == 2 and "no ledger here" in missing.output
     assert not (tmp_path / "u").exists() and not (tmp_path / "m").exists()
+
+
+def test_the_report_command_upgrades_a_ledger_from_an_older_leafcost(tmp_path):
+    old = tmp_path / "old.duckdb"
+    with duckdb.connect(str(old)) as conn:
+        migrate(conn, old, MIGRATIONS[:-1])  # the ledger of the leafcost before the last migration
+    with pytest.raises(LedgerOutdated):  # read as it is, the library refuses it ...
+        write_report(old, "some-run", tmp_path / "r")
+    result = CliRunner().invoke(_cli(), ["some-run", "--db", str(old), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "no run 'some-run'" in result.output  # ... the command upgrades it first
+    with duckdb.connect(str(old), read_only=True) as conn:
+        assert int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]) == SCHEMA_VERSION
 
 
 # ---------------------------------------------------------------------------------------------------------
