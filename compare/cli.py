@@ -134,11 +134,13 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
 
             runner = Runner(spec, ledger, db_path=db_path, run_id=resume, skip_arms=skip_arms, on_progress=show)
             try:
-                summary = asyncio.run(runner.run())
+                summary = asyncio.run(_until_terminated(runner.run()))
             except RunError as exc:
                 fail(str(exc), 2)
             except KeyboardInterrupt:
                 fail(f"interrupted; finish it with: {rerun} --resume {runner.run_id} --db {db_path}", 130)
+            except asyncio.CancelledError:
+                fail(f"terminated; finish it with: {rerun} --resume {runner.run_id} --db {db_path}", 143)
     finally:
         if server is not None:
             server.stop()
@@ -223,6 +225,15 @@ def demo(
 
         print_run_figures(summary.db, summary.run_id)
     raise typer.Exit(0 if summary.status == "finished" else 1)
+
+
+async def _until_terminated(work):
+    """`work`, cancelled on SIGTERM as Ctrl-C cancels it: the run records itself interrupted and removes its
+    sandboxes (a plain SIGTERM would end the process with containers or pods left running)."""
+    import signal
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
+    return await work
 
 
 sglang_app = typer.Typer(help="Serving FrogNano on SGLang (runs elsewhere: leafcost only talks HTTP to it).")

@@ -40,8 +40,9 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BASELINE = ("git -c safe.directory='*' init -q && git -c safe.directory='*' add -A && "
              "git -c safe.directory='*' -c user.name=leafcost -c user.email=leafcost@localhost -c commit.gpgsign=false "
              "commit -q --allow-empty --no-verify -m 'leafcost baseline' && chown -R \"$(stat -c %u:%g .)\" .git")
-# Run as root once the container is up: Harbor's log directories, what the image offers, the git baseline.
-_PREPARE = """mkdir -p /logs/agent /logs/verifier /logs/artifacts && chmod 777 /logs/agent /logs/artifacts
+# Run as root once the container (or pod) is up, with its working directory as $1: Harbor's log directories,
+# what the image offers, the git baseline.
+PREPARE = """mkdir -p /logs/agent /logs/verifier /logs/artifacts && chmod 777 /logs/agent /logs/artifacts
 command -v python3 >/dev/null 2>&1 && echo python3=yes
 if command -v git >/dev/null 2>&1; then
   cd "$1" || exit 1
@@ -50,8 +51,8 @@ if command -v git >/dev/null 2>&1; then
 fi
 """.replace("{baseline}", _BASELINE)
 # Harbor's verifier directories, made again as root once no agent process is left.
-_RESET_VERIFIER = ("rm -rf /tests /logs/verifier; if [ -L /logs ] || [ ! -d /logs ]; then rm -rf /logs; fi; "
-                   "mkdir -p /logs/verifier /logs/artifacts && chmod 777 /logs/verifier")
+RESET_VERIFIER = ("rm -rf /tests /logs/verifier; if [ -L /logs ] || [ ! -d /logs ]; then rm -rf /logs; fi; "
+                  "mkdir -p /logs/verifier /logs/artifacts && chmod 777 /logs/verifier")
 ARTIFACTS_DIR = "/logs/artifacts"
 ARTIFACT_CAP_BYTES = 1 << 30
 
@@ -208,12 +209,12 @@ class ContainerOpened:
             environment = self.task.config.verifier_environment or self.task.environment
             container = await self._create(image, environment, role="verifier", solution=False)
             workdir = _workdir(environment, image)
-            await self._root(container, _RESET_VERIFIER, workdir)
+            await self._root(container, RESET_VERIFIER, workdir)
             await self._copy_artifacts(agent, container)
         else:
             container, workdir = agent, self.workdir
             await self.engine.run("start", container, timeout=60)
-            await self._root(container, _RESET_VERIFIER, workdir)
+            await self._root(container, RESET_VERIFIER, workdir)
         await self.engine.run("cp", str(self.task.tests_dir), f"{container}:/tests", timeout=300)
         self.sandbox = await self._attach(container, self.agent_user, workdir)
 
@@ -243,7 +244,7 @@ class ContainerOpened:
         healthcheck = self.task.environment.healthcheck or self.image.healthcheck
         if healthcheck is not None:
             await self._wait_healthy(container, healthcheck)
-        prepared = await self._root(container, _PREPARE, "/", "sh", self.workdir)
+        prepared = await self._root(container, PREPARE, "/", "sh", self.workdir)
         facts = dict(line.split("=", 1) for line in prepared.stdout.splitlines() if "=" in line)
         self.has_python, self.git_baseline = facts.get("python3") == "yes", facts.get("head")
         self.sandbox = await self._attach(container, self.agent_user, self.workdir)

@@ -135,7 +135,7 @@ def wait_for_finished(db: Path, count: int, process: subprocess.Popen, timeout: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", ["kill -9", "ctrl-c"])
+@pytest.mark.parametrize("stop", ["kill -9", "ctrl-c", "sigterm"])
 def test_resume_after_a_crash_runs_only_what_is_unfinished(suite, tmp_path, stop):
     slow = {"turns": [{**SOLVE["turns"][0], "delay": 0.3}, SOLVE["turns"][1]]}
     db = tmp_path / "ledger.duckdb"
@@ -148,11 +148,13 @@ def test_resume_after_a_crash_runs_only_what_is_unfinished(suite, tmp_path, stop
         if stop == "kill -9":
             os.killpg(process.pid, signal.SIGKILL)
         else:
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGINT if stop == "ctrl-c" else signal.SIGTERM)
         _, stderr = process.communicate(timeout=120)
         run_id = rows(db, "select run_id from runs")[0]["run_id"]
-        if stop == "ctrl-c":
-            assert process.returncode == 130 and f"--resume {run_id}" in stderr
+        if stop != "kill -9":  # a stop it could see: the run says so, and leaves no attempt running
+            assert process.returncode == (130 if stop == "ctrl-c" else 143) and f"--resume {run_id}" in stderr
+            assert rows(db, "select status from runs")[0]["status"] == "interrupted"
+            assert rows(db, "select count(*) as n from episodes where status = 'running'")[0]["n"] == 0
         before = rows(db, "select episode_id from episodes where status = 'finished' and final")
         resumed = cli_run(spec_file, db, "--resume", run_id)
         out, err = resumed.communicate(timeout=300)
