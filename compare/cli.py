@@ -271,13 +271,33 @@ def sglang_manifest(
     as_json: JsonOption = False,
 ) -> None:
     """Print a Deployment and Service that run FrogNano on SGLang in a cluster, with `sglang command`'s launch."""
-    import yaml
-
     from adapters.sglang_manifest import sglang_manifests
 
-    manifests = sglang_manifests(name=name, namespace=namespace, image=image, model_path=model_path,
-                                 weights_claim=weights_claim, gpus=gpus, gpu_type=gpu_type, port=port,
-                                 context_length=context_length)
+    _print_manifests(sglang_manifests(name=name, namespace=namespace, image=image, model_path=model_path,
+                                      weights_claim=weights_claim, gpus=gpus, gpu_type=gpu_type, port=port,
+                                      context_length=context_length), as_json)
+
+
+kubernetes_app = typer.Typer(help="The kubernetes sandbox backend: what an administrator applies for it.")
+app.add_typer(kubernetes_app, name="kubernetes")
+
+
+@kubernetes_app.command("rbac")
+def kubernetes_rbac(
+    namespace: Annotated[str, typer.Option(help="the namespace the run's pods go in (sandbox.kubernetes.namespace)")]
+    = "default",
+    as_json: JsonOption = False,
+) -> None:
+    """Print the runner's ServiceAccount, Role and RoleBinding (the least it needs, in one namespace) and the
+    namespace's deny-all NetworkPolicy for tasks without network."""
+    from sandbox.kube_manifests import deny_network_policy, runner_rbac
+
+    _print_manifests([*runner_rbac(namespace), deny_network_policy(namespace)], as_json)
+
+
+def _print_manifests(manifests: list[dict], as_json: bool) -> None:
+    import yaml
+
     text = json.dumps(manifests, indent=2)
     # YAML from the JSON text: no object is shared, so no anchors (&id001) for kubectl's reader to meet.
     typer.echo(text if as_json else yaml.safe_dump_all(json.loads(text), sort_keys=False).rstrip())

@@ -109,3 +109,16 @@ def test_the_validator_refuses_what_the_api_server_would_drop():
 
 def test_label_keys_carry_the_prefix():
     assert label_key("leafcost.run") == "leafcost/run" and label_key("other") == "other"
+
+
+def test_leafcost_kubernetes_rbac_prints_what_an_administrator_applies():
+    import subprocess
+    import sys
+
+    import yaml
+
+    done = subprocess.run([sys.executable, "-m", "compare.cli", "kubernetes", "rbac", "--namespace", "evals"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = [valid(d) for d in yaml.safe_load_all(done.stdout)]
+    assert printed == [*runner_rbac("evals"), deny_network_policy("evals")]
