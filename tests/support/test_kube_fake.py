@@ -33,6 +33,7 @@ def pod_manifest(name: str, *, image: str = "localhost/leafcost-test/toolchain:b
 def core_for(kube: KubeFake) -> client.CoreV1Api:
     configuration = client.Configuration()
     config.load_kube_config(config_file=str(kube.kubeconfig), client_configuration=configuration)
+    configuration.connection_pool_maxsize = 32  # as many as the tests' threads
     return client.CoreV1Api(client.ApiClient(configuration))
 
 
@@ -222,6 +223,17 @@ def test_exec_streams_a_megabyte_of_random_bytes_through_cat_intact(instant):
     assert code == 0 and len(out) == len(data) and out == data
 
 
+def test_deleting_a_pod_ends_the_execs_into_it_as_killed(instant):
+    _, core = instant
+    core.create_namespaced_pod(NS, pod_manifest("p"))
+    ws = open_exec(core, "p", ["cat"], stdin=True)
+    ws.write_stdin(b"before\n")
+    assert ws.readline_stdout(timeout=10) == b"before"
+    core.delete_namespaced_pod("p", NS, grace_period_seconds=0)
+    ws.run_forever(timeout=10)
+    assert ws.returncode == 137
+
+
 def test_exec_into_a_missing_container_or_pod_is_refused(instant):
     _, core = instant
     core.create_namespaced_pod(NS, pod_manifest("p"))
@@ -401,3 +413,69 @@ def test_container_mode_a_missing_image_fails_to_pull_and_an_exit_ends_the_pod(c
                      and pod, "the short pod ending")
     terminated = ended.status.container_statuses[0].state.terminated
     assert ended.status.phase == "Failed" and terminated.exit_code == 4 and terminated.reason == "Error"
+
+
+def test_exec_speaks_v4_and_v5_to_an_asyncio_client(instant):
+    """The backend's own exec client is aiohttp: the subprotocol it offers first is echoed, v5's close of stdin
+    ends `cat`'s input, and v4 (which cannot close stdin alone) still gets output and a status."""
+    import asyncio
+
+    import aiohttp
+
+    kube, core = instant
+    core.create_namespaced_pod(NS, pod_manifest("p"))
+
+    async def exec_once(protocols: tuple[str, ...], command: list[str], data: bytes) -> tuple[str, bytes, dict]:
+        query = [("command", part) for part in command] + [("container", "sandbox"), ("stdin", "true"),
+                                                           ("stdout", "true"), ("stderr", "true")]
+        async with aiohttp.ClientSession() as session, session.ws_connect(
+                f"{kube.url}/api/v1/namespaces/{NS}/pods/p/exec", params=query, protocols=protocols) as ws:
+            await ws.send_bytes(b"\x00" + data)
+            if ws.protocol == "v5.channel.k8s.io":
+                await ws.send_bytes(b"\xff\x00")
+            out, status = bytearray(), {}
+            async for message in ws:
+                if message.data[0] == 1:
+                    out += message.data[1:]
+                elif message.data[0] == 3:
+                    status = json.loads(message.data[1:])
+            return ws.protocol, bytes(out), status
+
+    v5 = asyncio.run(exec_once(("v5.channel.k8s.io", "v4.channel.k8s.io"), ["cat"], b"through v5\n"))
+    assert v5 == ("v5.channel.k8s.io", b"through v5\n", {"metadata": {}, "status": "Success"})
+    protocol, out, status = asyncio.run(exec_once(("v4.channel.k8s.io",), ["sh", "-c", "exit 2"], b"ignored"))
+    assert (protocol, out, status["reason"]) == ("v4.channel.k8s.io", b"", "NonZeroExitCode")
+    assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "2"}]
+
+
+def test_a_pod_past_its_active_deadline_fails(instant):
+    _, core = instant
+    manifest = pod_manifest("late")
+    manifest["spec"]["activeDeadlineSeconds"] = 1
+    core.create_namespaced_pod(NS, manifest)
+    ended = wait_for(lambda: (pod := core.read_namespaced_pod("late", NS)).status.phase == "Failed" and pod,
+                     "the deadline")
+    assert ended.status.reason == "DeadlineExceeded"
+
+
+def test_a_hundred_and_fifty_pods_at_once_leave_nothing_behind(instant):
+    """Each pod created, exec'd once and deleted from a pool of threads, as the backend's API threads do."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    kube, core = instant
+    kube.faults.creation_delay = kube.faults.deletion_delay = 0.05
+
+    def episode(n: int) -> tuple[int, bytes, bytes]:
+        core.create_namespaced_pod(NS, pod_manifest(f"ep-{n}", labels={"leafcost": "1", "episode": str(n)}))
+        try:  # stream() swaps its ApiClient's call_api while it runs: one client per concurrent exec
+            return run_exec(client.CoreV1Api(client.ApiClient(core.api_client.configuration)), f"ep-{n}",
+                            ["echo", str(n)])
+        finally:
+            core.delete_namespaced_pod(f"ep-{n}", NS, grace_period_seconds=0)
+
+    with ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(episode, range(150)))
+    assert results == [(0, f"{n}\n".encode(), b"") for n in range(150)]
+    assert kube.pods() == [] and len(kube.seen.created) == len(kube.seen.deleted) == 150
+    assert 1 < kube.seen.max_creating <= 32 and 1 < kube.seen.max_deleting <= 32
+    assert kube.seen.count("exec") == 150

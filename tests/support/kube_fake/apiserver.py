@@ -65,6 +65,7 @@ class FakeApiServer(KubernetesEmulator):
     seen: Seen = attrs.field(factory=Seen)
     kubelet: Kubelet | None = attrs.field(default=None)
     _removals: set[asyncio.Task[None]] = attrs.field(factory=set)
+    _live_execs: dict[Key, set[ExecCall]] = attrs.field(factory=dict)
 
     # --- what kubelets and hooks call ------------------------------------------------------------------------
 
@@ -79,6 +80,11 @@ class FakeApiServer(KubernetesEmulator):
         raw["status"] = new_status
         self._commit(PODS, raw, "MODIFIED")
         return True
+
+    def kill_execs(self, key: Key) -> None:
+        """The pod's container is gone: every exec into it ends as killed."""
+        for call in self._live_execs.pop(key, set()):
+            call.kill()
 
     async def vanish(self, key: Key) -> None:
         """The pod is gone without a deletion (its node lost, a force delete by someone else)."""
@@ -287,7 +293,12 @@ class FakeApiServer(KubernetesEmulator):
         def done(finished: ExecCall, code: int | None) -> None:
             self.seen.add("execs", (f"{namespace}/{name}", finished.command, code))
 
-        return await serve_exec(request._raw_request, call, self.kubelet.exec_handler(key), on_done=done)
+        live = self._live_execs.setdefault(key, set())
+        live.add(call)
+        try:
+            return await serve_exec(request._raw_request, call, self.kubelet.exec_handler(key), on_done=done)
+        finally:
+            live.discard(call)
 
     # --- storage ---------------------------------------------------------------------------------------------
 

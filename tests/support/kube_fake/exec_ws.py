@@ -28,11 +28,12 @@ PROTOCOLS = (V5, V4)
 STDIN, STDOUT, STDERR, STATUS, CLOSE = 0, 1, 2, 3, 255
 FRAME_BYTES = 1 << 20  # output is sent in frames of at most this much
 MAX_CLIENT_FRAME = 1 << 30  # one stdin frame may carry a whole tar stream
+KILLED = 137  # the exit code of a command whose container was killed under it (SIGKILL)
 CLOSE_WAIT = 2.0  # seconds to wait for the client's answer to our close (websocket-client often sends none)
 _STDIN_QUEUE = 8  # stdin frames held for a handler that is not reading
 
 
-@dataclass
+@dataclass(eq=False)  # each call is itself: held in sets of live execs
 class ExecCall:
     """One exec: what the client asked for and the streams to answer on."""
 
@@ -46,6 +47,11 @@ class ExecCall:
     _inbox: asyncio.Queue[bytes | None] = field(repr=False, default_factory=lambda: asyncio.Queue(_STDIN_QUEUE))
     _send: Callable[[int, bytes], Awaitable[None]] | None = field(repr=False, default=None)
     _eof: bool = field(repr=False, default=False)
+    _killed: asyncio.Event = field(repr=False, default_factory=asyncio.Event)
+
+    def kill(self) -> None:
+        """The container went away (pod deleted, evicted): the command ends as killed, exit code 137."""
+        self._killed.set()
 
     async def read(self) -> bytes:
         """The next stdin chunk as the client sent it; b"" once stdin is closed (or was never asked for)."""
@@ -98,11 +104,12 @@ async def serve_exec(request: web.BaseRequest, call: ExecCall, handler: ExecHand
     call._send = send
     reader = asyncio.create_task(_read_client(socket, call, v5))
     runner = asyncio.create_task(handler(call))
+    killed = asyncio.create_task(call._killed.wait())
     code: int | None = None
     try:
-        await asyncio.wait({reader, runner}, return_when=asyncio.FIRST_COMPLETED)
-        if runner.done():
-            code = runner.result()
+        await asyncio.wait({reader, runner, killed}, return_when=asyncio.FIRST_COMPLETED)
+        if runner.done() or killed.done():
+            code = runner.result() if runner.done() else KILLED
             if on_done is not None:
                 on_done(call, code)
                 on_done = None
@@ -115,9 +122,9 @@ async def serve_exec(request: web.BaseRequest, call: ExecCall, handler: ExecHand
                                            "message": f"kube-fake exec handler failed: {exc!r}"}).encode())
             await socket.close()
     finally:
-        for task in (runner, reader):
+        for task in (runner, reader, killed):
             task.cancel()
-        await asyncio.gather(runner, reader, return_exceptions=True)
+        await asyncio.gather(runner, reader, killed, return_exceptions=True)
         if on_done is not None:
             on_done(call, code)
     return socket

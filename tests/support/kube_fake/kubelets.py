@@ -59,6 +59,7 @@ class Kubelet:
     async def stop(self, key: Key) -> None:
         """Ends whatever runs for the pod; returns once it is gone."""
         self.ended.add(key)
+        self.server.kill_execs(key)
         if (handle := self._deadlines.pop(key, None)) is not None:
             handle.cancel()
         task = self._tasks.pop(key, None)
@@ -72,6 +73,7 @@ class Kubelet:
     async def end(self, key: Key, new_status: dict[str, Any]) -> None:
         """A test's eviction or OOM kill: the container goes, the pod stays with `new_status`."""
         self.ended.add(key)
+        self.server.kill_execs(key)
         await self._kill(key)
         self.server.set_pod_status(key, new_status)
 
