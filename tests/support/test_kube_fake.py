@@ -101,6 +101,11 @@ def test_pods_listed_and_deleted_by_label_selector(instant):
     assert names(field_selector="metadata.name=a-2") == ["a-2"]
     assert names(field_selector="status.phase=Running", label_selector="app") == ["other"]
 
+    first = core.list_namespaced_pod(NS, limit=3)
+    rest = core.list_namespaced_pod(NS, limit=3, _continue=first.metadata._continue)
+    assert [p.metadata.name for p in first.items + rest.items] == ["a-1", "a-2", "b-1", "other"]
+    assert rest.metadata._continue is None
+
     deleted = core.delete_collection_namespaced_pod(NS, label_selector="leafcost/arm=x", grace_period_seconds=0)
     assert deleted.kind == "PodList"
     assert names() == ["b-1", "other"]
@@ -146,6 +151,9 @@ def test_network_policies_have_their_own_objects(instant):
     networking.delete_namespaced_network_policy("other", NS)
     assert networking.list_namespaced_network_policy(NS).items == []
     assert core.list_namespaced_pod(NS).items == []  # kinds do not mix
+    core.create_namespaced_event(NS, {"metadata": {"generateName": "ev-"}, "reason": "Tested", "message": "m",
+                                      "involvedObject": {"kind": "Pod", "name": "p", "namespace": NS}})
+    assert [e.reason for e in core.list_namespaced_event(NS).items] == ["Tested"]
 
 
 def test_status_subresource_drives_the_phase_and_only_the_status(instant):
@@ -213,6 +221,10 @@ def test_exec_reports_exit_codes(instant):
     assert code == 3
     code, _, err = run_exec(core, "p", ["uname", "-a"])
     assert code == 127 and b"no scripted answer" in err
+    quiet = stream(core.connect_get_namespaced_pod_exec, "p", NS, command=["echo", "unheard"], stdout=False,
+                   stderr=True, stdin=False, tty=False, _preload_content=False, binary=True)
+    quiet.run_forever(timeout=10)
+    assert quiet.returncode == 0 and quiet.read_stdout(timeout=0) == b""
 
 
 def test_exec_streams_a_megabyte_of_random_bytes_through_cat_intact(instant):
@@ -382,7 +394,7 @@ def test_container_mode_streams_stdin_and_large_output_intact(containers):
 
 def test_container_mode_deleting_the_pod_removes_its_container(containers):
     kube, core = containers
-    core.create_namespaced_pod(NS, pod_manifest("doomed"))
+    version = core.create_namespaced_pod(NS, pod_manifest("doomed")).metadata.resource_version
     running(core, "doomed")
     assert len(engine_ps(kube)) == 1
     core.delete_namespaced_pod("doomed", NS, grace_period_seconds=0)
@@ -396,6 +408,9 @@ def test_container_mode_deleting_the_pod_removes_its_container(containers):
 
     wait_for(gone, "pod removed")
     assert engine_ps(kube) == []
+    events = list(watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=version, timeout_seconds=1))
+    terminating = [e for e in events if e["type"] == "MODIFIED" and e["object"].metadata.deletion_timestamp]
+    assert terminating and events[-1]["type"] == "DELETED"
 
 
 def test_container_mode_a_missing_image_fails_to_pull_and_an_exit_ends_the_pod(containers):

@@ -3,7 +3,7 @@ discovery, in-memory objects with history) with its gaps filled for pods, networ
 
 - create fills in what the API server does (namespace from the URL, generateName, uid, creationTimestamp, a
   cluster-wide resourceVersion bumped on every change; a pod starts Pending and is scheduled on one node);
-- list and watch honour labelSelector, fieldSelector and the namespace; watch honours timeoutSeconds and
+- list and watch honour labelSelector, fieldSelector and the namespace, list also limit and continue; watch honours timeoutSeconds and
   resourceVersion (resuming from a backlog, 410 Expired beyond it), with no gap between snapshot and stream;
 - patch is strategic merge (lists of conditions, containers, statuses and env merged by key), merge patch or
   JSON patch; the `status` subresource changes only status, the main resource never changes a pod's status;
@@ -18,6 +18,7 @@ leaving a selector sends no DELETED), other kinds (kmock's generic behaviour ser
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import json
@@ -128,7 +129,7 @@ class FakeApiServer(KubernetesEmulator):
             return await self._watch(res, request)
         if verb == "list":
             items = [obj for obj in self.items(res, request.namespace) if self._matcher(request)(obj)]
-            return web.json_response(self._list_body(kind, items))
+            return web.json_response(self._page(kind, items, request.params))
         if verb == "get":
             return web.json_response(self._require(res, request.namespace, request.name).raw)
         if verb == "create":
@@ -287,7 +288,8 @@ class FakeApiServer(KubernetesEmulator):
             raise api_error(400, "BadRequest", f'unable to upgrade connection: container not found ("{container}")')
         truthy = {"true", "1", "True"}
         call = ExecCall(namespace=namespace, pod_name=name, container=container, command=command,
-                        stdin=query.get("stdin") in truthy, tty=query.get("tty") in truthy, pod=pod)
+                        stdin=query.get("stdin") in truthy, tty=query.get("tty") in truthy, pod=pod,
+                        stdout=query.get("stdout") in truthy, stderr=query.get("stderr") in truthy)
         assert self.kubelet is not None
 
         def done(finished: ExecCall, code: int | None) -> None:
@@ -338,6 +340,19 @@ class FakeApiServer(KubernetesEmulator):
         if res == PODS:
             self.seen.add("deleted", f"{namespace}/{name}")
         return raw
+
+    def _page(self, kind: _Kind, items: list[dict[str, Any]], params: Any) -> dict[str, Any]:
+        """`limit` and `continue`, in namespace/name order as the API server pages; the token is an offset (no
+        consistent snapshot across pages, unlike etcd's)."""
+        items.sort(key=lambda obj: (obj["metadata"].get("namespace") or "", obj["metadata"]["name"]))
+        start = int(base64.urlsafe_b64decode(params["continue"]).decode()) if params.get("continue") else 0
+        limit = int(params["limit"]) if params.get("limit") else 0
+        page = items[start:start + limit] if limit > 0 else items[start:]
+        body = self._list_body(kind, page)
+        if limit > 0 and start + limit < len(items):
+            body["metadata"] |= {"continue": base64.urlsafe_b64encode(str(start + limit).encode()).decode(),
+                                 "remainingItemCount": len(items) - start - limit}
+        return body
 
     def _list_body(self, kind: _Kind, items: list[dict[str, Any]]) -> dict[str, Any]:
         return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version,

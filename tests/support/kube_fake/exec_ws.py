@@ -42,8 +42,10 @@ class ExecCall:
     container: str
     command: list[str]
     stdin: bool
-    tty: bool
+    tty: bool  # taken as asked but not honoured: no terminal, no resize channel
     pod: dict[str, Any]
+    stdout: bool = True  # an output the client did not ask for is dropped, as the kubelet never opens it
+    stderr: bool = True
     _inbox: asyncio.Queue[bytes | None] = field(repr=False, default_factory=lambda: asyncio.Queue(_STDIN_QUEUE))
     _send: Callable[[int, bytes], Awaitable[None]] | None = field(repr=False, default=None)
     _eof: bool = field(repr=False, default=False)
@@ -64,10 +66,12 @@ class ExecCall:
         return chunk
 
     async def write_stdout(self, data: bytes) -> None:
-        await self._write(STDOUT, data)
+        if self.stdout:
+            await self._write(STDOUT, data)
 
     async def write_stderr(self, data: bytes) -> None:
-        await self._write(STDERR, data)
+        if self.stderr:
+            await self._write(STDERR, data)
 
     async def _write(self, channel: int, data: bytes) -> None:
         assert self._send is not None
