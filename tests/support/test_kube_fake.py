@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 
 from support.kube_fake import ExecCall, KubeFake
+from support.kube_fake.fixtures import kube_containers, kube_instant  # noqa: F401 - fixtures used by name
 
 NS = "leafcost-test"
 CHUNK = 64 * 1024
@@ -80,9 +81,9 @@ def wait_for(check, what: str, seconds: float = 60.0):
 
 
 @pytest.fixture
-def instant():
-    with KubeFake(mode="instant", namespace=NS) as kube:
-        yield kube, core_for(kube)
+def instant(request):
+    kube = request.getfixturevalue("kube_instant")
+    return kube, core_for(kube)
 
 
 # --- objects -------------------------------------------------------------------------------------------------
@@ -211,6 +212,17 @@ def test_watch_from_a_resource_version_sees_only_later_changes_including_deletio
     assert ("ADDED", "before") not in events
 
 
+def test_watch_from_a_version_older_than_the_backlog_is_gone():
+    with KubeFake(namespace=NS, watch_backlog=3) as kube:
+        core = core_for(kube)
+        first = core.create_namespaced_pod(NS, pod_manifest("p-0")).metadata.resource_version
+        for n in range(1, 4):  # each pod: ADDED, Pending, Running: the first ones fall out of the backlog
+            core.create_namespaced_pod(NS, pod_manifest(f"p-{n}"))
+        with pytest.raises(ApiException) as gone:
+            list(watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=first, timeout_seconds=1))
+        assert gone.value.status == 410
+
+
 # --- exec ----------------------------------------------------------------------------------------------------
 
 def test_exec_reports_exit_codes(instant):
@@ -337,9 +349,9 @@ def test_concurrent_creations_and_deletions_are_recorded(instant):
 # --- real containers -----------------------------------------------------------------------------------------
 
 @pytest.fixture
-def containers(container_images):
-    with KubeFake(mode="container", namespace=NS) as kube:
-        yield kube, core_for(kube)
+def containers(request, container_images):  # container_images: built first, and marks the test slow
+    kube = request.getfixturevalue("kube_containers")
+    return kube, core_for(kube)
 
 
 def running(core: client.CoreV1Api, name: str):

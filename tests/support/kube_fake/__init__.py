@@ -8,7 +8,9 @@ backend's engine.
         config.load_kube_config(config_file=str(kube.kubeconfig))
         ...; kube.seen.max_creating; kube.fail_image("*broken*"); kube.evict("pod-1")
 
-`launcher` runs it, `apiserver` serves the objects, `kubelets` gives pods their life, `exec_ws` speaks exec,
+Fixtures for any test module: `from support.kube_fake.fixtures import kube_instant, kube_containers`.
+
+`launcher` runs it, `fixtures` wraps it for pytest, `apiserver` serves the objects, `kubelets` gives pods their life, `exec_ws` speaks exec,
 `containers` turns a pod into engine flags, `status` writes pod statuses, `selectors` parses selectors, `hub`
 fans out watch events, `recording` keeps what was seen.
 """

@@ -23,10 +23,10 @@ class Watcher:
 
 
 class EventHub:
-    def __init__(self) -> None:
+    def __init__(self, backlog: int = BACKLOG) -> None:
         self.revision = 0  # the last resourceVersion handed out
         self._backlog: dict[str, collections.deque[tuple[int, dict[str, Any]]]] = collections.defaultdict(
-            lambda: collections.deque(maxlen=BACKLOG))
+            lambda: collections.deque(maxlen=backlog))
         self._compacted: dict[str, int] = collections.defaultdict(int)  # newest revision dropped from a backlog
         self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from support.kube_fake import status
 from support.kube_fake.apiserver import FakeApiServer
 from support.kube_fake.exec_ws import ExecHandler, scripted_exec
+from support.kube_fake.hub import BACKLOG, EventHub
 from support.kube_fake.kubelets import ContainerKubelet, Faults, InstantKubelet
 from support.kube_fake.recording import Seen
 
@@ -38,8 +39,10 @@ class KubeFake:
 
     def __init__(self, mode: Literal["instant", "container"] = "instant", *, namespace: str = "leafcost-test",
                  exec_handler: ExecHandler = scripted_exec, engine: str = "podman", faults: Faults | None = None,
-                 host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 30.0) -> None:
+                 host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 30.0,
+                 watch_backlog: int = BACKLOG) -> None:
         self.mode, self.namespace, self.host, self.port = mode, namespace, host, port
+        self.watch_backlog = watch_backlog  # events per resource a watch can resume from (older: 410 Expired)
         self.faults = faults or Faults()
         self.exec_handler, self.engine_name = exec_handler, engine
         self.startup_timeout = startup_timeout
@@ -160,7 +163,7 @@ class KubeFake:
 
     async def _serve(self, ready: threading.Event) -> None:
         self._stopping = asyncio.Event()
-        server = self.server = FakeApiServer(faults=self.faults)
+        server = self.server = FakeApiServer(faults=self.faults, hub=EventHub(self.watch_backlog))
         if self.mode == "container":
             from sandbox.engine import require_engine
 
