@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+import yarl
+from pydantic import SecretStr
 
 from adapters.base import (INFRASTRUCTURE_KINDS, AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn,
                            Usage, utcnow)
@@ -38,7 +40,8 @@ UNLISTED_ADVICE = "set allow_unlisted_model: true for routers that route unliste
 
 
 class OpenAICompatibleAdapter:
-    """The shared core of the `sglang` and `local` adapters."""
+    """The shared core of the `sglang`, `router` and `local` adapters. The key is held as a SecretStr and put
+    in the session's headers only: no attribute of the adapter shows it."""
 
     max_tokens_field = "max_completion_tokens"  # what Leaf sends; llama.cpp's server reads max_tokens
 
@@ -51,11 +54,14 @@ class OpenAICompatibleAdapter:
         self.request_timeout_sec = request_timeout_sec
         self.max_retries = max_retries
         self.allow_unlisted_model = allow_unlisted_model
-        self.secrets = [api_key] if api_key else []
-        self._headers = {"Content-Type": "application/json"}
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._api_key = SecretStr(api_key or "")
         self._session: aiohttp.ClientSession | None = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def secrets(self) -> list[str]:
+        key = self._api_key.get_secret_value()
+        return [key] if key else []
 
     def arm_secrets(self) -> list[str]:
         """This arm's key and its URL's credentials (read each time: a local arm's URL is set at start)."""
@@ -70,11 +76,17 @@ class OpenAICompatibleAdapter:
 
     @property
     def session(self) -> aiohttp.ClientSession:
-        """Created on first use, inside the running event loop (aiohttp sessions belong to one loop)."""
-        if self._session is None or self._session.closed:
+        """Created on first use, inside the running event loop (aiohttp sessions belong to one loop: another
+        loop gets its own)."""
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._session_loop is not loop:
+            headers = {"Content-Type": "application/json"}
+            if self.secrets:
+                headers["Authorization"] = f"Bearer {self.secrets[0]}"
             self._session = aiohttp.ClientSession(
-                headers=self._headers, connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                headers=headers, connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
                 timeout=aiohttp.ClientTimeout(total=None, connect=10.0))
+            self._session_loop = loop
         return self._session
 
     async def start(self) -> ArmStart:
@@ -90,6 +102,13 @@ class OpenAICompatibleAdapter:
                          warnings=warnings)
         return scrub_start(start, self.arm_secrets())
 
+    def describe(self, attempt: CallAttempt, kind: str) -> str:
+        """The message of the AdapterError a failed call ends in."""
+        return f"{self.endpoint}: {attempt.error}"
+
+    def read_answer(self, attempt: CallAttempt, headers: Any, data: dict[str, Any] | None) -> None:
+        """Whatever else an answer says about the call (a router's cost); `data` is None for an error answer."""
+
     def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                      max_tokens: int | None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": messages, "tools": tools, "tool_choice": "auto",
@@ -103,8 +122,7 @@ class OpenAICompatibleAdapter:
         body = self.request_body(messages, tools, max_tokens)
         payload = json.dumps(body).encode()
         turn = await retry_turn(lambda number: self._post(number, payload, deadline), max_retries=self.max_retries,
-                                deadline=deadline, describe=lambda attempt, kind: f"{self.endpoint}: {attempt.error}",
-                                scrub=self.scrub)
+                                deadline=deadline, describe=self.describe, scrub=self.scrub)
         return turn.model_copy(update={"request_extras": {k: v for k, v in body.items()
                                                            if k not in {"messages", "tools", "model"}}})
 
@@ -136,38 +154,50 @@ class OpenAICompatibleAdapter:
     async def get_text(self, url: str, timeout: float = 15.0) -> tuple[int | None, str]:
         """(status, body) of a GET, or (None, the error) when the server could not be reached."""
         try:
-            async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            async with self.session.get(self._request_url(url),
+                                        timeout=aiohttp.ClientTimeout(total=timeout)) as response:
                 return response.status, await response.text(errors="replace")
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:  # ValueError: an unusable URL
             return None, f"{type(exc).__name__}: {exc}"
+
+    def _request_url(self, url: str) -> Any:
+        """With a key, the URL's own credentials are dropped: the bearer key is the credential (aiohttp refuses
+        both at once). Without one, aiohttp sends them as Basic auth."""
+        if not self.secrets or "@" not in url:
+            return url
+        return yarl.URL(url).with_user(None)
 
     async def _post(self, number: int, payload: bytes,
                     deadline: float | None) -> tuple[CallAttempt, Turn | None, float | None]:
         attempt, clock, timeout = open_attempt(number, self.model, self.request_timeout_sec, deadline)
         try:
             async with asyncio.timeout(timeout):
-                async with self.session.post(self.base_url + "/chat/completions", data=payload) as response:
+                async with self.session.post(self._request_url(self.base_url + "/chat/completions"),
+                                             data=payload) as response:
                     status, text = response.status, await response.text(errors="replace")
                     headers = response.headers
         except TimeoutError:
             status_name = "cancelled" if past_deadline(deadline) else "timeout"
             return fail_attempt(attempt, clock, status_name, f"no answer within {timeout:.1f}s"), None, None
         except aiohttp.ClientError as exc:
-            return fail_attempt(attempt, clock, "connection_error", f"{type(exc).__name__}: {exc}"), None, None
+            return fail_attempt(attempt, clock, "connection_error", _connection_error(exc)), None, None
         attempt.latency_sec = time.monotonic() - clock
         attempt.http_status = status
         attempt.request_id = headers.get("x-request-id")
         if status != 200:
             attempt.status = "http_error"
             attempt.error = f"HTTP {status}: {error_message(text)}"
+            self.read_answer(attempt, headers, None)
             return attempt, None, _retry_after(headers.get("retry-after"))
         try:
-            turn = parse_completion(json.loads(text), self.model)
+            data = json.loads(text)
+            turn = parse_completion(data, self.model)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             attempt.status = "bad_response"
             attempt.error = f"unusable answer ({type(exc).__name__}: {str(exc)[:200]}): {text[:200]!r}"
             return attempt, None, None
         attempt.usage, attempt.finish_reason, attempt.model = turn.usage, turn.finish_reason, turn.model
+        self.read_answer(attempt, headers, data)
         return attempt, turn, None
 
 
@@ -311,6 +341,13 @@ def error_message(text: str) -> str:
         return str(message or text)[:300]
     except (ValueError, AttributeError):
         return text[:300]
+
+
+def _connection_error(exc: aiohttp.ClientError) -> str:
+    """aiohttp's words, and the OS error beneath them when there is one (ConnectionRefusedError, ...)."""
+    os_error = getattr(exc, "os_error", None)
+    beneath = f" ({type(os_error).__name__})" if isinstance(os_error, OSError) else ""
+    return f"{type(exc).__name__}{beneath}: {exc}"
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -7,7 +7,9 @@ costs nothing and the harness is what is measured). Each step is one model call 
     .venv/bin/python bench/harness_throughput.py [--episodes 150] [--steps 20] [--tool Read|Bash] [--json]
 
 Printed: steps/s over the stepping phase (first to last model call) and over the whole run (sandbox starts and
-grading included), harness CPU per step (this process only: the sandboxes' own CPU is reported separately), and
+grading included), harness CPU per step (this process and the children it reaped), the sandboxes' own CPU per
+step (from each sandbox's cgroup, as the ledger records it in episodes.sandbox_cpu_seconds: getrusage never sees
+CPU spent inside a sandbox), and
 the ratio to what a 150-worker Leaf run needs at 5 s per model call (150 / 5 = 30 steps/s).
 """
 
@@ -25,33 +27,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/ holds the fake SGLang server (support.sglang_fake)
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]  # tests/ holds the fake SGLang server
 
 from support.sglang_fake import ScriptedServer  # noqa: E402
+from trivial_task import make_suite  # noqa: E402
 
 from compare.ledger import Ledger  # noqa: E402
 from compare.runner import Runner  # noqa: E402
 from compare.spec import parse_run_spec  # noqa: E402
 
 LEAF_NEEDS = 150 / 5.0  # steps/s of a 150-worker Leaf run when each model call takes 5 s
-TASK_FILES = {
-    "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[environment]\nmemory_mb = 512\nallow_internet = false\n',
-    "instruction.md": "# Nothing to do\nThis task exists to measure the harness.\n",
-    "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\n",
-    "environment/repo/README.md": "a trivial repository\n",
-    "tests/test.sh": "echo 0 > /logs/verifier/reward.txt\n",
-    "solution/solve.sh": "true\n",
-}
-
-
-def make_suite(root: Path) -> Path:
-    for relative, text in TASK_FILES.items():
-        path = root / "suite" / "trivial" / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root / "suite"
-
-
 def measure(episodes: int, steps: int, tool: str) -> dict:
     arguments = {"command": "true"} if tool == "Bash" else {"file_path": "README.md"}
     script = {"instant": {"tool": tool, "arguments": arguments, "steps": steps}}
@@ -66,20 +51,18 @@ def measure(episodes: int, steps: int, tool: str) -> dict:
                       "max_retries": 0, "gpu": {"type": "H200", "usd_per_hour": 3.5}, "metrics_interval_sec": 60}]})
         db = root / "ledger.duckdb"
         ledger = Ledger.open(db)
-        cpu_before, children_before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-            resource.RUSAGE_CHILDREN)
+        before = _own_and_children_cpu()
         started = time.monotonic()
         summary = asyncio.run(Runner(spec, ledger, db_path=db).run())
         wall = time.monotonic() - started
-        cpu_after, children_after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-            resource.RUSAGE_CHILDREN)
+        harness_cpu = _own_and_children_cpu() - before
         calls = ledger.query("select count(*) as n, epoch(max(started_at)) - epoch(min(started_at)) as span, "
                              "count(*) filter (where status <> 'ok') as failed from model_calls")[0]
         exits = ledger.query("select exit_reason, count(*) as n from episodes group by all")
+        # What ran inside the sandboxes is in no rusage of ours (their processes are reaped inside bubblewrap's
+        # namespace): each sandbox's cgroup counts it, and the runner records it per episode.
+        sandbox_cpu = ledger.query("select coalesce(sum(sandbox_cpu_seconds), 0) as s from episodes")[0]["s"]
         ledger.close()
-    harness_cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
-    sandbox_cpu = ((children_after.ru_utime + children_after.ru_stime)
-                   - (children_before.ru_utime + children_before.ru_stime))
     stepping = calls["n"] / calls["span"] if calls["span"] else float("nan")
     return {"episodes": episodes, "steps_per_episode": steps + 1, "tool": tool, "model_calls": calls["n"],
             "failed_calls": calls["failed"], "exit_reasons": {e["exit_reason"]: e["n"] for e in exits},
@@ -89,6 +72,12 @@ def measure(episodes: int, steps: int, tool: str) -> dict:
             "sandbox_cpu_ms_per_step": round(sandbox_cpu / calls["n"] * 1000, 2),
             "x_leaf_150_workers_at_5s": round(stepping / LEAF_NEEDS, 1), "status": summary.status,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+
+
+def _own_and_children_cpu() -> float:
+    """This process's CPU and its reaped children's (bubblewrap itself, git, the grader's launcher)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main() -> None:
@@ -109,8 +98,10 @@ def main() -> None:
     print(f"  steps/s while stepping     {result['steps_per_sec_stepping']:>8}   ({result['stepping_sec']} s)")
     print(f"  steps/s over the whole run {result['steps_per_sec_whole_run']:>8}   ({result['wall_sec']} s, "
           "sandbox starts and grading included)")
-    print(f"  harness CPU per step       {result['harness_cpu_ms_per_step']:>8} ms (this process)")
-    print(f"  sandbox CPU per step       {result['sandbox_cpu_ms_per_step']:>8} ms (bubblewrap, runner, the tool)")
+    print(f"  harness CPU per step       {result['harness_cpu_ms_per_step']:>8} ms (this process and its reaped "
+          "children)")
+    print(f"  sandbox CPU per step       {result['sandbox_cpu_ms_per_step']:>8} ms (inside the sandboxes: their "
+          "cgroups)")
     print(f"  vs a 150-worker Leaf run at 5 s per call (30 steps/s): {result['x_leaf_150_workers_at_5s']}x"
           f"  (goal: >= 200 steps/s, i.e. >= 6.7x)")
 

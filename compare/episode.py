@@ -73,12 +73,15 @@ LEAFCOST_PROMPT = EpisodePrompt()
 
 
 class EpisodeRecorder(Protocol):
-    """Where every call goes as it happens (the ledger, in a run)."""
+    """Where every call goes as it happens (the ledger, in a run). A recorder may keep a call in flight while
+    the episode goes on; `settle`, the episode's last act, returns once all of them are kept (or raises)."""
 
     async def model_call(self, step: int, attempt: CallAttempt) -> None: ...
 
     async def tool_call(self, step: int, index: int, call: ToolCall, output: str, started_at: datetime,
                         seconds: float) -> None: ...
+
+    async def settle(self) -> None: ...
 
 
 class EpisodeResult(BaseModel):
@@ -116,7 +119,15 @@ class EpisodeResult(BaseModel):
 
 async def run_episode(adapter: Adapter, sandbox: Sandbox, instruction: str, budgets: Budgets,
                       recorder: EpisodeRecorder, prompt: EpisodePrompt = LEAFCOST_PROMPT) -> EpisodeResult:
-    """One episode; `prompt` is the system prompt and tool schemas every request carries (default: ours)."""
+    """One episode; `prompt` is the system prompt and tool schemas every request carries (default: ours). It
+    returns once every call it made is recorded."""
+    result = await _steps(adapter, sandbox, instruction, budgets, recorder, prompt)
+    await recorder.settle()
+    return result
+
+
+async def _steps(adapter: Adapter, sandbox: Sandbox, instruction: str, budgets: Budgets,
+                 recorder: EpisodeRecorder, prompt: EpisodePrompt) -> EpisodeResult:
     started = time.monotonic()
     deadline = started + budgets.time_budget_sec
     loop = _Loop(recorder, prompt, [{"role": "system", "content": prompt.system_prompt},

@@ -1,8 +1,13 @@
 """Every model call and tool call of an episode goes to the ledger as it happens, each call priced by its arm: the
-episode loop's `EpisodeRecorder`, knowing the ledger and the arm, nothing of the runner."""
+episode loop's `EpisodeRecorder`, knowing the ledger and the arm, nothing of the runner.
+
+The rows are queued, not awaited one by one: a step does not wait for a commit. `settle` (the episode's last
+act) waits until they have all committed and raises the first that failed, so an episode whose calls are not
+all in the ledger ends as a harness error, and its finish, queued after them, is never committed before them."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 from adapters.base import CallAttempt, ToolCall
@@ -16,6 +21,7 @@ class LedgerRecorder:
     def __init__(self, ledger: Ledger, arm: ArmSpec, episode_id: str):
         self.ledger, self.arm, self.episode_id = ledger, arm, episode_id
         self.spend_usd = 0.0
+        self._pending: list[asyncio.Future] = []
 
     async def model_call(self, step: int, attempt: CallAttempt) -> None:
         cost = revision = None
@@ -24,10 +30,30 @@ class LedgerRecorder:
         if price is not None:
             cost, price_source, revision = price.cost_usd, price.price_source, price.price_revision
             self.spend_usd += cost or 0.0
-        await self.ledger.record_call(self.episode_id, step, attempt, cost_usd=cost, price_source=price_source,
-                                      price_revision=revision)
+        self._keep(self.ledger.queue_call(self.episode_id, step, attempt, cost_usd=cost, price_source=price_source,
+                                          price_revision=revision))
 
     async def tool_call(self, step: int, index: int, call: ToolCall, output: str, started_at: datetime,
                         seconds: float) -> None:
-        await self.ledger.record_tool_call(self.episode_id, step=step, index=index, call=call,
-                                           output_chars=len(output), started_at=started_at, seconds=seconds)
+        self._keep(self.ledger.queue_tool_call(self.episode_id, step=step, index=index, call=call,
+                                               output_chars=len(output), started_at=started_at, seconds=seconds))
+
+    async def settle(self) -> None:
+        """Returns once every row recorded so far has committed; raises the first LedgerError among them."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        await self.ledger.flush()  # an awaited write: the queued rows commit now, in its transaction or before
+        outcomes = await asyncio.gather(*pending, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    def _keep(self, future: asyncio.Future) -> None:
+        future.add_done_callback(_retrieve)  # an episode cancelled before settle must not log "never retrieved"
+        self._pending.append(future)
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -1,6 +1,9 @@
 """The ledger: one DuckDB file in which every run, arm, episode attempt, model call, tool call, lease and metrics
 sample is a row that users query with plain SQL. One background thread owns the writable connection and
 group-commits whatever is queued, so an awaited write is committed: a crash afterwards loses nothing recorded.
+An episode's call rows are queued without waiting (`queue_call`, `queue_tool_call`): they commit with later
+writes, at the latest with the episode's awaited finish, so a crash can lose only rows of an unfinished episode,
+which resume reruns.
 
 DuckDB lets one process hold a file for writing; while it does, no other process can open the file at all, not
 even read-only (`LedgerBusy` says who holds it). Readers in the writing process use `Ledger.reader()`.

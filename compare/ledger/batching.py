@@ -18,7 +18,11 @@ if TYPE_CHECKING:
     import duckdb
 
 _MAX_BATCH = 5000
-_GROUP_WINDOW_SEC = 0.005  # waiters wait at most this much longer; commits carry many rows
+_GROUP_WINDOW_SEC = 0.005  # an awaited operation waits at most this much longer; commits carry many rows
+# Queued operations nobody awaits (an episode's call rows) wait at most this long for company: a commit costs
+# milliseconds of CPU whatever it carries. A killed process loses at most this much of its running episodes' rows,
+# and those episodes are re-run on --resume; an awaited operation (the episode's finish) commits them first.
+_DEFERRED_WINDOW_SEC = 0.2
 _ID_COLUMNS = {"model_calls": ("call_id", "model_calls_call_id_seq"),
                "gpu_leases": ("lease_id", "gpu_leases_lease_id_seq")}
 
@@ -36,13 +40,16 @@ class _GroupCommit:
         stopping = False
         while not stopping:
             ops = [ops_queue.get()]
-            # A commit costs far more than a row: gather what arrives within a short window into one transaction.
-            window_ends = time.monotonic() + _GROUP_WINDOW_SEC
+            # A commit costs far more than a row: gather what arrives within a window into one transaction, a
+            # short one as soon as anybody awaits an operation of it.
+            window_ends = time.monotonic() + _window(ops[0])
             while len(ops) < _MAX_BATCH and None not in ops:
                 try:
-                    ops.append(ops_queue.get(timeout=max(0.0, window_ends - time.monotonic())))
+                    op = ops_queue.get(timeout=max(0.0, window_ends - time.monotonic()))
                 except queue.Empty:
                     break
+                ops.append(op)
+                window_ends = min(window_ends, time.monotonic() + _window(op))
             stopping = None in ops
             ops = [op for op in ops if op is not None]
             try:
@@ -98,6 +105,14 @@ class _Op:
     apply: Callable[[_Batch], Any]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    awaited: bool = True  # False: queued to commit with later operations (its future is checked later, if ever)
+
+
+def _window(op: _Op | None) -> float:
+    """How much longer the group may wait for company once `op` is in it (None: the ledger is closing)."""
+    if op is None:
+        return 0.0
+    return _GROUP_WINDOW_SEC if op.awaited else _DEFERRED_WINDOW_SEC
 
 
 class _Slot:

@@ -58,7 +58,9 @@ class ArmTotals(BaseModel):
 
 class Ledger:
     """The single writer of one ledger file. Write methods are coroutines: they queue an operation for the
-    writer thread and return once its transaction has committed. Cancelling an await does not unrecord it."""
+    writer thread and return once its transaction has committed. Cancelling an await does not unrecord it.
+    The queue_* methods return at once: their rows commit with later writes, always before what is queued
+    after them."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -187,33 +189,56 @@ class Ledger:
 
     async def record_call(self, episode_id: str, step: int, attempt: CallAttempt, *, cost_usd: float | None,
                           price_source: str | None, price_revision: str | None) -> int:
-        """One HTTP attempt (failed ones too: their tokens were spent). Returns its call_id. cost_usd is None
-        when the call has no per-token price (self-hosted: the lease pays), never 0.0 for "unknown"."""
-        run_id, arm = self._episode_key(episode_id)
-        usage = attempt.usage
-        row = {"run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "attempt": attempt.attempt,
-               "model": attempt.model, "status": attempt.status, "http_status": attempt.http_status,
-               "error": attempt.error, "finish_reason": attempt.finish_reason,
-               "prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
-               "cache_write_tokens": usage.cache_write_tokens,
-               "completion_tokens": usage.completion_tokens, "reasoning_tokens": usage.reasoning_tokens,
-               "total_tokens": usage.total_tokens, "started_at": _utc(attempt.started_at),
-               "latency_sec": attempt.latency_sec, "ttft_sec": attempt.ttft_sec,
-               "router_cost_usd": attempt.router_cost_usd, "router_cost_detail": _json(attempt.router_cost_detail),
-               "router_retries": attempt.router_retries, "router_fallbacks": attempt.router_fallbacks,
-               "router_model": attempt.router_model, "router_deployment": attempt.router_deployment,
-               "cost_usd": cost_usd, "price_source": price_source, "price_revision": price_revision,
-               "request_id": attempt.request_id}
+        """One HTTP attempt (failed ones too: their tokens were spent), committed on return. Returns its call_id.
+        cost_usd is None when the call has no per-token price (self-hosted: the lease pays), never 0.0 for
+        "unknown"."""
+        row = self._call_row(episode_id, step, attempt, cost_usd, price_source, price_revision)
         return await self._write("record_call", lambda batch: batch.append("model_calls", row))
+
+    def queue_call(self, episode_id: str, step: int, attempt: CallAttempt, *, cost_usd: float | None,
+                   price_source: str | None, price_revision: str | None) -> asyncio.Future[int]:
+        """record_call without waiting for the commit: the row commits with later writes, before any write
+        queued after it (an episode's finish), within the deferred window. The future gives its call_id, or
+        the LedgerError that kept it out."""
+        row = self._call_row(episode_id, step, attempt, cost_usd, price_source, price_revision)
+        return self._submit("record_call", lambda batch: batch.append("model_calls", row), awaited=False)
 
     async def record_tool_call(self, episode_id: str, step: int, index: int, call: ToolCall, *, output_chars: int,
                                started_at: datetime, seconds: float) -> None:
         """One tool call the model made (its `index` among the step's calls is the `idx` column)."""
-        run_id, arm = self._episode_key(episode_id)
-        row = {"run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "idx": index,
-               "tool_call_id": call.id or None, "tool_name": call.name, "arguments_chars": len(call.arguments),
-               "output_chars": output_chars, "started_at": _utc(started_at), "seconds": seconds}
+        row = self._tool_row(episode_id, step, index, call, output_chars, started_at, seconds)
         await self._write("record_tool_call", lambda batch: batch.append("tool_calls", row))
+
+    def queue_tool_call(self, episode_id: str, step: int, index: int, call: ToolCall, *, output_chars: int,
+                        started_at: datetime, seconds: float) -> asyncio.Future[None]:
+        """record_tool_call without waiting for the commit (as queue_call)."""
+        row = self._tool_row(episode_id, step, index, call, output_chars, started_at, seconds)
+        return self._submit("record_tool_call", lambda batch: batch.append("tool_calls", row), awaited=False)
+
+    def _call_row(self, episode_id: str, step: int, attempt: CallAttempt, cost_usd: float | None,
+                  price_source: str | None, price_revision: str | None) -> dict[str, Any]:
+        run_id, arm = self._episode_key(episode_id)
+        usage = attempt.usage
+        return {"run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "attempt": attempt.attempt,
+                "model": attempt.model, "status": attempt.status, "http_status": attempt.http_status,
+                "error": attempt.error, "finish_reason": attempt.finish_reason,
+                "prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+                "completion_tokens": usage.completion_tokens, "reasoning_tokens": usage.reasoning_tokens,
+                "total_tokens": usage.total_tokens, "started_at": _utc(attempt.started_at),
+                "latency_sec": attempt.latency_sec, "ttft_sec": attempt.ttft_sec,
+                "router_cost_usd": attempt.router_cost_usd, "router_cost_detail": _json(attempt.router_cost_detail),
+                "router_retries": attempt.router_retries, "router_fallbacks": attempt.router_fallbacks,
+                "router_model": attempt.router_model, "router_deployment": attempt.router_deployment,
+                "cost_usd": cost_usd, "price_source": price_source, "price_revision": price_revision,
+                "request_id": attempt.request_id}
+
+    def _tool_row(self, episode_id: str, step: int, index: int, call: ToolCall, output_chars: int,
+                  started_at: datetime, seconds: float) -> dict[str, Any]:
+        run_id, arm = self._episode_key(episode_id)
+        return {"run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "idx": index,
+                "tool_call_id": call.id or None, "tool_name": call.name, "arguments_chars": len(call.arguments),
+                "output_chars": output_chars, "started_at": _utc(started_at), "seconds": seconds}
 
     async def finish_episode(self, episode_id: str, *, exit_reason: str, resolved: bool, reward: float | None,
                              final: bool, n_steps: int, grade_error: str | None = None,
@@ -398,10 +423,13 @@ class Ledger:
     # internals --------------------------------------------------------------------------------------------
 
     async def _write(self, name: str, apply: Callable[[_Batch], Any]) -> Any:
+        return await self._submit(name, apply, awaited=True)
+
+    def _submit(self, name: str, apply: Callable[[_Batch], Any], *, awaited: bool) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._enqueue(_Op(name, apply, future, loop))
-        return await future
+        self._enqueue(_Op(name, apply, future, loop, awaited))
+        return future
 
     def _enqueue(self, op: _Op) -> None:
         with self._lock:

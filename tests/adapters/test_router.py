@@ -1,4 +1,4 @@
-"""The router adapter (litellm) against the scripted stand-in over real HTTP: what it sends, what it records from
+"""The router adapter against the scripted stand-in over real HTTP: what it sends, what it records from
 each attempt (tokens as the server reported them, the router's cost, retries and fallbacks), how failures map to
 error kinds, and that the key never shows up anywhere but the Authorization header."""
 
@@ -18,7 +18,7 @@ from sandbox import LEAF_TOOLS
 
 KEY = "sk-leafcost-test-5f2b9c0e7a1d"
 KEY_ENV = "LEAFCOST_TEST_ROUTER_KEY"
-MODEL = "openai/gpt-5"  # an OpenRouter-style name: litellm must neither strip the prefix nor apply gpt-5 rules
+MODEL = "openai/gpt-5"  # an OpenRouter-style name: sent as is, prefix and top_p kept (no per-model rewriting)
 TOOLS = [{"type": "function", "function": {"name": "Bash", "description": "Run a command.", "parameters": {
     "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
 SAMPLING = {"temperature": 0.2, "top_p": 0.9, "top_k": 20, "min_p": 0.05, "repetition_penalty": 1.05,
@@ -81,7 +81,7 @@ def test_tool_call_turn_then_final_turn():
         requests = [r for r in server.requests if r.path == "/v1/chat/completions"]
 
     assert start.served_model == MODEL and start.warnings == []
-    assert start.config["provider_route"] and start.config["tool_choice"] == "auto"
+    assert start.config["protocol"] == "openai-chat-completions" and start.config["tool_choice"] == "auto"
     assert start.config["parallel_tool_calls"] is True and start.config["sampling"]["temperature"] == 0.2
     assert [(c.id, c.name) for c in first.tool_calls][0] == ("call_a", "Bash")
     assert [c.arguments for c in first.tool_calls] == ['{"command":  "ls"} ', "{not json"]  # raw, as produced
@@ -158,7 +158,7 @@ def test_rate_limited_then_answered_keeps_both_attempts_and_honours_retry_after(
     assert "slow down" in limited.error and limited.usage.total_tokens == 0
     assert (answered.attempt, answered.status, answered.usage.prompt_tokens) == (2, "ok", 11)
     assert (answered.started_at - limited.started_at).total_seconds() >= 1.0  # waited as the router asked
-    assert turn.usage == answered.usage and sent == 2  # litellm made no request of its own
+    assert turn.usage == answered.usage and sent == 2  # no client library retried on its own
 
 
 def test_server_errors_until_retries_run_out():
@@ -170,7 +170,7 @@ def test_server_errors_until_retries_run_out():
     assert [(a.attempt, a.status, a.http_status) for a in error.attempts] == [(1, "http_error", 500),
                                                                              (2, "http_error", 500),
                                                                              (3, "http_error", 500)]
-    assert str(error).endswith("HTTP 500: upstream exploded") and sent == 3  # the server's words, not litellm's
+    assert str(error).endswith("HTTP 500: upstream exploded") and sent == 3  # the server's words
 
 
 def test_wrong_key_fails_at_start_and_chat_does_not_retry(monkeypatch):
@@ -275,7 +275,7 @@ def test_deadline_shorter_than_a_delayed_answer():
 
 
 def test_request_timeout_is_retried_then_reported():
-    # The first call answers: litellm's first-call setup then stays out of the short timeouts that follow.
+    # The first call answers, so connection set-up stays out of the short timeouts that follow.
     async def scenario(server):
         await adapter_for(server).chat(list(CONVERSATION), TOOLS)
         with pytest.raises(AdapterError) as caught:

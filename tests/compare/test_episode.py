@@ -23,6 +23,10 @@ class ListRecorder:
 
     def __init__(self):
         self.calls, self.tools = [], []
+        self.settled = 0  # calls recorded when the loop last settled
+
+    async def settle(self):
+        self.settled = len(self.calls)
 
     async def model_call(self, step, attempt):
         self.calls.append((step, attempt))

@@ -587,22 +587,7 @@ CHILD = """
 @pytest.mark.parametrize("kill_after_calls", [1, 400, 2500])
 def test_kill_9_loses_nothing_whose_await_returned(tmp_path, kill_after_calls):
     path = tmp_path / "crash.duckdb"
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(CHILD), str(path)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    lines, calls = [], 0
-    try:
-        for line in child.stdout:
-            lines.append(line)
-            calls += line.startswith("call ")
-            if calls >= kill_after_calls:
-                break
-        assert calls >= kill_after_calls, child.stderr.read()
-        os.kill(child.pid, signal.SIGKILL)
-    finally:
-        child.kill()
-        rest, _ = child.communicate(timeout=30)
-    assert child.returncode == -signal.SIGKILL
-    lines += rest.splitlines(keepends=True)
+    lines = _killed_when(CHILD, path, lambda lines: _count("call ", lines) >= kill_after_calls)
     acked = [line.split() for line in lines if line.endswith("\n")]
     call_ids = {int(fields[1]) for fields in acked if fields[0] == "call"}
     started = {fields[1] for fields in acked if fields[0] == "episode"}
@@ -628,6 +613,90 @@ def test_kill_9_loses_nothing_whose_await_returned(tmp_path, kill_after_calls):
     assert started <= set(episodes)
     assert all(episodes[e]["status"] == "finished" and episodes[e]["model_calls"] == 4 for e in finished)
     assert interrupted == running
+
+
+QUEUED_CHILD = CHILD.replace("""                call_id = await ledger.record_call(episode, step, CallAttempt(attempt=1, model="m", status="ok",
+                                                   usage=usage), cost_usd=0.01, price_source="x", price_revision="y")
+                print("call", call_id, flush=True)
+                await ledger.record_tool_call(episode, step, 0, ToolCall(id="c", name="Bash", arguments="{}"),
+                                              output_chars=1, started_at=datetime.now(timezone.utc), seconds=0.0)""",
+                            """                ledger.queue_call(episode, step, CallAttempt(attempt=1, model="m", status="ok", usage=usage),
+                                  cost_usd=0.01, price_source="x", price_revision="y")
+                print("call", 0, flush=True)
+                ledger.queue_tool_call(episode, step, 0, ToolCall(id="c", name="Bash", arguments="{}"),
+                                       output_chars=1, started_at=datetime.now(timezone.utc), seconds=0.0)
+                await asyncio.sleep(0.001)""")
+
+
+@pytest.mark.parametrize("kill_after_calls", [1, 400])
+def test_kill_9_never_leaves_a_finished_episode_without_its_queued_rows(tmp_path, kill_after_calls):
+    """Queued call rows are not awaited, so a kill may lose a running episode's last ones (it is re-run on
+    resume), but never those of an episode whose finish returned: the finish commits after them."""
+    assert "queue_call" in QUEUED_CHILD
+    path = tmp_path / "crash.duckdb"
+    lines = _killed_when(QUEUED_CHILD, path,
+                         lambda lines: _count("call ", lines) >= kill_after_calls and _count("finished", lines))
+    finished = {line.split()[1] for line in lines if line.endswith("\n") and line.startswith("finished")}
+    assert finished
+
+    async def reopen():
+        async with Ledger.open(path) as ledger:
+            calls = ledger.query("SELECT episode_id, count(*) AS n FROM model_calls GROUP BY ALL")
+            tools = ledger.query("SELECT episode_id, count(*) AS n FROM tool_calls GROUP BY ALL")
+            episodes = {r["episode_id"]: r for r in ledger.query("SELECT * FROM episodes")}
+            return {r["episode_id"]: r["n"] for r in calls}, {r["episode_id"]: r["n"] for r in tools}, episodes
+
+    calls_of, tools_of, episodes = run(reopen())
+    for episode in finished:
+        assert episodes[episode]["status"] == "finished" and episodes[episode]["model_calls"] == 4
+        assert calls_of[episode] == 4 and tools_of[episode] == 4
+
+
+def test_queued_rows_commit_before_a_later_awaited_write_and_a_bad_one_fails_alone(tmp_path):
+    async def scenario():
+        async with Ledger.open(tmp_path / "l.duckdb") as ledger:
+            await new_run(ledger)
+            episode = await ledger.start_episode("demo-1", "local", "t1", 0, 1)
+            good = [ledger.queue_call(episode, step, call(), cost_usd=None, price_source="lease",
+                                      price_revision=None) for step in range(3)]
+            bad = ledger.queue_call(episode, 2**70, call(), cost_usd=None, price_source="lease", price_revision=None)
+            tool = ledger.queue_tool_call(episode, 0, 0, ToolCall(id="c", name="Bash", arguments="{}"),
+                                          output_chars=3, started_at=T0, seconds=0.1)
+            pending = [f.done() for f in (*good, bad, tool)]
+            await ledger.finish_episode(episode, exit_reason="agent", resolved=False, reward=0.0, final=True,
+                                        n_steps=3)
+            settled = [f.done() for f in (*good, bad, tool)]
+            row = ledger.query("SELECT * FROM episodes")[0]
+            return pending, settled, [f.result() for f in good], bad.exception(), tool.result(), row
+
+    pending, settled, ids, error, tool, row = run(scenario())
+    assert not any(pending) and all(settled)  # queued: nothing waited; the awaited finish came after them
+    assert len(set(ids)) == 3 and tool is None
+    assert isinstance(error, LedgerError)
+    assert row["model_calls"] == 3 and row["status"] == "finished"  # the finish counted the rows queued before it
+
+
+def _killed_when(script: str, path: Path, enough) -> list[str]:
+    """Runs `script` on the ledger at `path`, SIGKILLs it once `enough(lines printed so far)`; every line."""
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), str(path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    lines: list[str] = []
+    try:
+        for line in child.stdout:
+            lines.append(line)
+            if enough(lines):
+                break
+        assert enough(lines), child.stderr.read()
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        rest, _ = child.communicate(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    return lines + rest.splitlines(keepends=True)
+
+
+def _count(prefix: str, lines: list[str]) -> int:
+    return sum(line.startswith(prefix) for line in lines)
 
 
 # leases of a dead process, resume totals, failed runs -------------------------------------------------------

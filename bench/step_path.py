@@ -1,0 +1,324 @@
+"""The step path, side by side with mini-swe-agent 2.4.6: steps/s and CPU per marginal step on one instant endpoint.
+
+Three harnesses run the same scripted episodes against one instant OpenAI-compatible endpoint
+(bench/step_server.py, its own process, so its CPU is in no harness's figure):
+- `mini`: mini-swe-agent 2.4.6 (DefaultAgent + LitellmModel + LocalEnvironment, its config/mini.yaml settings),
+  installed with pip into its own venv under the cache directory (never a leafcost dependency);
+- `leaf-sglang` and `leaf-router`: `leafcost run spec.yaml` (the real path: runner, ledger, bubblewrap
+  sandboxes, one trivial task repeated as seeds) with an `sglang` arm and a `router` arm.
+
+Each configuration (harness × workers × episode length) is one fresh process. Marginal per-step figures are
+(long-episode run − short-episode run) ÷ the difference in model calls, so start-up and per-episode costs
+cancel. Host CPU is the harness process tree's rusage (os.wait4); sandbox CPU is what the sandboxes' cgroups
+counted (the ledger's episodes.sandbox_cpu_seconds: getrusage never sees CPU spent inside a sandbox). Runs are
+interleaved, the order reversed every other repetition; ratios leafcost ÷ mini are taken inside each repetition,
+then the median [min–max] over repetitions. Each run records the machine's busy cores from /proc/stat and the
+share of them that was neither the harness, its sandboxes nor the endpoint (outside load).
+
+    .venv/bin/python bench/step_path.py [--reps 5] [--episodes 20] [--long 20] [--short 5] [--workers 1 8]
+                                        [--quick] [--json] [--cache-dir DIR] [--skip-mini] [--leafcost-src DIR]
+
+Timings are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(ROOT), str(BENCH)]
+
+from trivial_task import make_suite  # noqa: E402
+
+MINI_VERSION = "2.4.6"
+HARNESSES = ("mini", "leaf-sglang", "leaf-router")
+LEAF_ARMS = {
+    "leaf-sglang": {"name": "bench", "adapter": "sglang", "model": "bench-model", "max_retries": 0,
+                    "gpu": {"type": "H200", "count": 1, "usd_per_hour": 3.5}, "metrics_interval_sec": 3600},
+    "leaf-router": {"name": "bench", "adapter": "router", "model": "bench-model", "max_retries": 0,
+                    "prices": {"input": 0.15, "output": 0.6}, "api_key_env": "BENCH_ROUTER_KEY"},
+}
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --------------------------------------------------------------------------------------------- one run
+
+
+def run_leaf(harness: str, base_url: str, workers: int, episodes: int, steps: int, scratch: Path,
+             env_cache: Path, leafcost_src: Path | None = None) -> dict:
+    """One `leafcost run` of `episodes` episodes of `steps` model calls each; its figures. `leafcost_src`: run
+    another checkout's code (an older commit, for a before/after table) with this venv."""
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{harness}-w{workers}-s{steps}-", dir=scratch))
+    spec = {"name": "step-path", "suite": str(make_suite(run_dir)), "seeds": episodes, "workers": workers,
+            "max_attempts": 1, "budgets": {"max_steps": steps + 5, "time_budget_sec": 3600},
+            "arms": [{**LEAF_ARMS[harness], "base_url": base_url}]}
+    spec_path = run_dir / "spec.yaml"
+    spec_path.write_text(json.dumps(spec))  # JSON is YAML
+    db = run_dir / "ledger.duckdb"
+    env = {**os.environ, "LEAFCOST_CACHE": str(env_cache), "BENCH_ROUTER_KEY": "bench-key"}
+    if leafcost_src is not None:
+        env["PYTHONPATH"] = str(leafcost_src)
+    command = [str(Path(sys.executable).parent / "leafcost"), "run", str(spec_path), "--db", str(db), "--json"]
+    figures = _measured(command, env=env, cwd=run_dir)
+    from compare.ledger import connect_read_only
+
+    conn = connect_read_only(db)
+    try:
+        calls, failed = conn.execute("SELECT count(*), count(*) FILTER (WHERE status <> 'ok') "
+                                     "FROM model_calls").fetchone()
+        sandbox_cpu, = conn.execute("SELECT coalesce(sum(sandbox_cpu_seconds), 0) FROM episodes").fetchone()
+        exits = dict(conn.execute("SELECT exit_reason, count(*) FROM episodes GROUP BY ALL").fetchall())
+    finally:
+        conn.close()
+    return {**figures, "model_calls": calls, "failed_calls": failed, "sandbox_cpu_sec": float(sandbox_cpu),
+            "exits": exits}
+
+
+def run_mini(mini_python: Path, base_url: str, workers: int, episodes: int, scratch: Path) -> dict:
+    run_dir = Path(tempfile.mkdtemp(prefix=f"mini-w{workers}-", dir=scratch))
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MSWEA_SILENT_STARTUP": "1",
+           "MSWEA_GLOBAL_CONFIG_DIR": str(run_dir / "config")}
+    command = [str(mini_python), str(BENCH / "step_mini_driver.py"), "--base-url", base_url,
+               "--episodes", str(episodes), "--workers", str(workers)]
+    figures = _measured(command, env=env, cwd=run_dir)
+    report = json.loads(figures.pop("stdout").strip().splitlines()[-1])
+    return {**figures, "model_calls": report["model_calls"], "failed_calls": 0, "sandbox_cpu_sec": 0.0,
+            "exits": report["exits"]}
+
+
+def _measured(command: list[str], *, env: dict, cwd: Path) -> dict:
+    """Runs `command` to its end: wall, the CPU of its whole reaped tree and its largest RSS (os.wait4), the
+    machine's busy cores and the endpoint's CPU over the same interval."""
+    machine_before, server_before = _machine_jiffies(), _server_cpu()
+    started = time.monotonic()
+    with open(cwd / "stdout", "wb") as out, open(cwd / "stderr", "wb") as err:
+        process = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)  # reaped here, not by Popen.wait, which drops the rusage
+        process.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - started
+    machine_after, server_after = _machine_jiffies(), _server_cpu()
+    if process.returncode != 0:
+        tail = (cwd / "stderr").read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"{command[0]} exited {process.returncode}: {tail}")
+    busy = (machine_after[0] - machine_before[0]) / max(1, machine_after[1] - machine_before[1]) * os.cpu_count()
+    return {"wall_sec": wall, "host_cpu_sec": usage.ru_utime + usage.ru_stime, "max_rss_mib": usage.ru_maxrss / 1024,
+            "server_cpu_sec": server_after - server_before, "machine_busy_cores": busy,
+            "stdout": (cwd / "stdout").read_text(errors="replace")}
+
+
+def _machine_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat (busy: everything but idle and iowait)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    total = sum(fields[:8])
+    return total - fields[3] - fields[4], total
+
+
+SERVER_PID: int | None = None
+
+
+def _server_cpu() -> float:
+    if SERVER_PID is None:
+        return 0.0
+    fields = Path(f"/proc/{SERVER_PID}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+# --------------------------------------------------------------------------------------------- the design
+
+
+def configurations(harnesses: list[str], workers: list[int], lengths: list[int]) -> list[tuple[str, int, int]]:
+    """Every (harness, workers, steps) of one repetition, harnesses interleaved configuration by configuration."""
+    return [(harness, w, steps) for w in workers for steps in lengths for harness in harnesses]
+
+
+def marginal(long: dict, short: dict) -> dict:
+    """Per marginal step: the long run minus the short run, so start-up and per-episode costs cancel."""
+    calls = long["model_calls"] - short["model_calls"]
+    wall = long["wall_sec"] - short["wall_sec"]
+    host = (long["host_cpu_sec"] - short["host_cpu_sec"]) / calls * 1000
+    sandbox = (long["sandbox_cpu_sec"] - short["sandbox_cpu_sec"]) / calls * 1000
+    return {"steps_per_sec": calls / wall if wall > 0 else float("nan"), "host_cpu_ms": host,
+            "sandbox_cpu_ms": sandbox, "cpu_ms": host + sandbox}
+
+
+def ratios(leaf: dict, mini: dict) -> dict:
+    """leafcost ÷ mini, inside one repetition."""
+    return {"steps_per_sec": leaf["steps_per_sec"] / mini["steps_per_sec"],
+            "cpu_ms": leaf["cpu_ms"] / mini["cpu_ms"] if mini["cpu_ms"] else float("nan")}
+
+
+def spread(values: list[float]) -> dict:
+    values = [v for v in values if v == v]
+    if not values:
+        return {"median": None, "min": None, "max": None}
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarize(runs: list[dict], harnesses: list[str], workers: list[int], long: int, short: int) -> dict:
+    """Marginal figures and in-repetition ratios, median [min–max] over repetitions, per harness and workers."""
+    by_key = {(r["rep"], r["harness"], r["workers"], r["steps"]): r for r in runs}
+    reps = sorted({r["rep"] for r in runs})
+    rows = []
+    for w in workers:
+        per_rep = {h: {rep: marginal(by_key[rep, h, w, long], by_key[rep, h, w, short]) for rep in reps
+                       if (rep, h, w, long) in by_key and (rep, h, w, short) in by_key} for h in harnesses}
+        for h in harnesses:
+            marg = per_rep[h]
+            row = {"harness": h, "workers": w, **{k: spread([m[k] for m in marg.values()])
+                                                  for k in ("steps_per_sec", "host_cpu_ms", "sandbox_cpu_ms",
+                                                            "cpu_ms")},
+                   "outside_load_cores": spread([r["outside_load_cores"] for r in runs
+                                                 if r["harness"] == h and r["workers"] == w]),
+                   "max_rss_mib": spread([r["max_rss_mib"] for r in runs if r["harness"] == h and r["workers"] == w])}
+            if h != "mini" and "mini" in per_rep:
+                within = [ratios(marg[rep], per_rep["mini"][rep]) for rep in marg if rep in per_rep["mini"]]
+                row["vs_mini"] = {k: spread([r[k] for r in within]) for k in ("steps_per_sec", "cpu_ms")}
+            rows.append(row)
+    return {"rows": rows}
+
+
+# --------------------------------------------------------------------------------------------- set-up
+
+
+def mini_python(cache_dir: Path) -> Path:
+    """mini-swe-agent's interpreter, in its own venv under the cache dir (installed with pip on first use)."""
+    venv = cache_dir / f"mini-swe-agent-{MINI_VERSION}"
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    if not stamp.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"mini-swe-agent=={MINI_VERSION}"], check=True)
+        stamp.write_text(MINI_VERSION)
+    return python
+
+
+class StepServer:
+    """bench/step_server.py as its own process, for the whole bench."""
+
+    def __init__(self, scratch: Path):
+        self.port_file = scratch / "server.port"
+
+    def __enter__(self) -> StepServer:
+        global SERVER_PID
+        self.process = subprocess.Popen([sys.executable, str(BENCH / "step_server.py"), "--port-file",
+                                         str(self.port_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while not self.port_file.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the step server did not start: {self.process.stderr.read()!r}")
+            time.sleep(0.02)
+        self.port = int(self.port_file.read_text())
+        SERVER_PID = self.process.pid
+        return self
+
+    def base_url(self, steps: int) -> str:
+        return f"http://127.0.0.1:{self.port}/s/{steps}/v1"
+
+    def __exit__(self, *exc: object) -> None:
+        global SERVER_PID
+        SERVER_PID = None
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+# --------------------------------------------------------------------------------------------- main
+
+
+def measure(*, reps: int, episodes: int, long: int, short: int, workers: list[int], harnesses: list[str],
+            cache_dir: Path, leafcost_src: Path | None = None, progress=lambda text: None) -> dict:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    python = mini_python(cache_dir) if "mini" in harnesses else None
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="leafcost-step-path-") as tmp, StepServer(Path(tmp)) as server:
+        scratch, env_cache = Path(tmp), cache_dir / "leafcost-env"
+
+        def one(harness: str, w: int, steps: int, n: int) -> dict:
+            url = server.base_url(steps)
+            if harness == "mini":
+                return run_mini(python, url, w, n, scratch)
+            return run_leaf(harness, url, w, n, steps, scratch, env_cache, leafcost_src)
+
+        for harness in harnesses:  # warm-up (environment build, page cache, mini's .pyc), not reported
+            one(harness, 1, short, 1)
+        plan = configurations(harnesses, workers, [long, short])
+        for rep in range(reps):
+            for harness, w, steps in (plan if rep % 2 == 0 else plan[::-1]):
+                figures = one(harness, w, steps, episodes)
+                own = (figures["host_cpu_sec"] + figures["sandbox_cpu_sec"] + figures["server_cpu_sec"])
+                figures["outside_load_cores"] = max(0.0, figures["machine_busy_cores"] - own / figures["wall_sec"])
+                figures.pop("stdout", None)
+                runs.append({"rep": rep, "harness": harness, "workers": w, "steps": steps, "episodes": episodes,
+                             **figures})
+                progress(f"rep {rep + 1}/{reps} {harness:<11} w{w} {steps:>2}-step: {figures['model_calls']} calls "
+                         f"{figures['wall_sec']:.2f} s, host {figures['host_cpu_sec']:.2f} s, sandbox "
+                         f"{figures['sandbox_cpu_sec']:.2f} s, busy {figures['machine_busy_cores']:.2f} cores")
+    return {"design": {"reps": reps, "episodes": episodes, "long_steps": long, "short_steps": short,
+                       "workers": workers, "harnesses": harnesses, "mini_swe_agent": MINI_VERSION,
+                       "leafcost_src": str(leafcost_src or ROOT)},
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                        "loadavg_at_end": Path("/proc/loadavg").read_text().split()[:3]},
+            "summary": summarize(runs, harnesses, workers, long, short), "runs": runs}
+
+
+def render(result: dict) -> str:
+    design = result["design"]
+    lines = [f"machine: {result['machine']['cpus']} cores, Python {result['machine']['python']}; "
+             f"{design['episodes']} episodes of {design['long_steps']} vs {design['short_steps']} steps, "
+             f"{design['reps']} interleaved repetitions, medians [min–max] per marginal step",
+             "", "| harness | workers | steps/s | CPU ms/step (host + sandbox) | ÷ mini steps/s | ÷ mini CPU/step "
+             "| outside load, cores | max RSS MiB |", "|---|---|---|---|---|---|---|---|"]
+    for row in result["summary"]["rows"]:
+        vs = row.get("vs_mini")
+        lines.append(f"| {row['harness']} | {row['workers']} | {_fmt(row['steps_per_sec'], 1)} | "
+                     f"{_fmt(row['cpu_ms'], 2)} ({_med(row['host_cpu_ms'])} + {_med(row['sandbox_cpu_ms'])}) | "
+                     f"{_fmt(vs['steps_per_sec'], 2) if vs else '–'} | {_fmt(vs['cpu_ms'], 2) if vs else '–'} | "
+                     f"{_fmt(row['outside_load_cores'], 2)} | {_med(row['max_rss_mib'], 0)} |")
+    return "\n".join(lines)
+
+
+def _fmt(s: dict, digits: int) -> str:
+    if s["median"] is None:
+        return "–"
+    return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}–{s['max']:.{digits}f}]"
+
+
+def _med(s: dict, digits: int = 2) -> str:
+    return "–" if s["median"] is None else f"{s['median']:.{digits}f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--long", type=int, default=20, help="model calls per episode, long runs")
+    parser.add_argument("--short", type=int, default=5, help="model calls per episode, short runs")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--quick", action="store_true", help="a fast check: 1 repetition of 8 × 20 vs 5 steps")
+    parser.add_argument("--skip-mini", action="store_true", help="leafcost's arms only (no ratios)")
+    parser.add_argument("--cache-dir", type=Path,
+                        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "leafcost-bench")
+    parser.add_argument("--leafcost-src", type=Path, default=None,
+                        help="run leafcost from this checkout (e.g. a `git worktree` of an older commit) with this venv")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.reps, args.episodes = 1, 8
+    harnesses = [h for h in HARNESSES if not (args.skip_mini and h == "mini")]
+    result = measure(reps=args.reps, episodes=args.episodes, long=args.long, short=args.short, workers=args.workers,
+                     harnesses=harnesses, cache_dir=args.cache_dir, leafcost_src=args.leafcost_src,
+                     progress=lambda text: print(text, file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""bench/step_path.py: the endpoint scripts both harnesses' episodes, the marginal and in-repetition arithmetic
+cancels fixed costs, and the leafcost half runs its real path end to end with both arm kinds."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+server = _load("step_server")
+bench = _load("step_path")
+LEAF_TOOLS = [{"type": "function", "function": {"name": "Bash"}}, {"type": "function", "function": {"name": "Read"}}]
+MINI_TOOLS = [{"type": "function", "function": {"name": "bash"}}]
+
+
+def conversation(assistant_turns: int) -> list[dict]:
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+            *({"role": "assistant", "content": ""} for _ in range(assistant_turns))]
+
+
+def test_an_n_step_episode_is_n_calls_ending_each_harness_its_own_way():
+    leaf = [server.answer({"messages": conversation(k), "tools": LEAF_TOOLS}, 3) for k in range(3)]
+    mini = [server.answer({"messages": conversation(k), "tools": MINI_TOOLS}, 3) for k in range(3)]
+    for answers, tool in ((leaf, "Bash"), (mini, "bash")):
+        for answer in answers[:2]:
+            [call] = answer["choices"][0]["message"]["tool_calls"]
+            assert call["function"]["name"] == tool and json.loads(call["function"]["arguments"]) == {
+                "command": "echo hi"}
+        assert all(a["usage"]["total_tokens"] > 0 for a in answers)
+    assert leaf[2]["choices"][0]["finish_reason"] == "stop" and "tool_calls" not in leaf[2]["choices"][0]["message"]
+    last = json.loads(mini[2]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])
+    assert last == {"command": server.MINI_SUBMIT}
+
+
+def run(harness, rep, workers, steps, calls, wall, host, sandbox=0.0):
+    return {"rep": rep, "harness": harness, "workers": workers, "steps": steps, "model_calls": calls,
+            "wall_sec": wall, "host_cpu_sec": host, "sandbox_cpu_sec": sandbox, "outside_load_cores": 0.0,
+            "max_rss_mib": 100.0}
+
+
+def test_marginal_figures_cancel_fixed_costs_and_ratios_stay_inside_a_repetition():
+    # Fixed cost 2 s / 1 s CPU in every run; 300 marginal calls. Repetition 1 is twice as slow for both.
+    runs = []
+    for rep, slow in ((0, 1.0), (1, 2.0)):
+        runs += [run("mini", rep, 1, 20, 400, 2 + slow * 4.0, 1 + 0.004 * 400),
+                 run("mini", rep, 1, 5, 100, 2 + slow * 1.0, 1 + 0.004 * 100),
+                 run("leaf-sglang", rep, 1, 20, 400, 2 + slow * 2.0, 1 + 0.001 * 400, 0.002 * 400),
+                 run("leaf-sglang", rep, 1, 5, 100, 2 + slow * 0.5, 1 + 0.001 * 100, 0.002 * 100)]
+    rows = {r["harness"]: r for r in bench.summarize(runs, ["mini", "leaf-sglang"], [1], 20, 5)["rows"]}
+    leaf, mini = rows["leaf-sglang"], rows["mini"]
+    assert mini["steps_per_sec"]["min"] == pytest.approx(50) and mini["steps_per_sec"]["max"] == pytest.approx(100)
+    assert leaf["host_cpu_ms"]["median"] == pytest.approx(1.0) and leaf["sandbox_cpu_ms"]["median"] == pytest.approx(2)
+    assert leaf["cpu_ms"]["median"] == pytest.approx(3.0) and mini["cpu_ms"]["median"] == pytest.approx(4.0)
+    # Inside each repetition leafcost is exactly twice as fast, whatever the repetition's own speed.
+    assert leaf["vs_mini"]["steps_per_sec"] == {"median": pytest.approx(2), "min": pytest.approx(2),
+                                                "max": pytest.approx(2)}
+    assert leaf["vs_mini"]["cpu_ms"]["median"] == pytest.approx(0.75) and "vs_mini" not in mini
+
+
+def test_a_repetition_interleaves_every_harness_configuration_by_configuration():
+    plan = bench.configurations(["mini", "leaf-sglang"], [1, 8], [20, 5])
+    assert plan[:2] == [("mini", 1, 20), ("leaf-sglang", 1, 20)] and len(plan) == len(set(plan)) == 8
+
+
+def test_the_leafcost_half_runs_both_arms_through_leafcost_run(tmp_path):
+    with bench.StepServer(tmp_path) as endpoint:
+        results = {harness: bench.run_leaf(harness, endpoint.base_url(3), 2, 2, 3, tmp_path, tmp_path / "cache")
+                   for harness in ("leaf-sglang", "leaf-router")}
+    for result in results.values():
+        assert result["model_calls"] == 6 and result["failed_calls"] == 0 and result["exits"] == {"agent": 2}
+        assert result["sandbox_cpu_sec"] > 0 and result["host_cpu_sec"] > 0 and result["wall_sec"] > 0
+        assert 0 <= result["machine_busy_cores"] and result["server_cpu_sec"] >= 0
