@@ -131,6 +131,20 @@ def test_a_created_pod_is_completed_the_way_the_api_server_does_it(instant):
     assert invalid.value.status == 422
 
 
+def test_pods_of_every_namespace_and_json_patches(instant):
+    _, core = instant
+    core.create_namespaced_pod(NS, pod_manifest("here"))
+    core.create_namespaced_pod("elsewhere", pod_manifest("there"))
+    assert sorted(p.metadata.name for p in core.list_pod_for_all_namespaces().items) == ["here", "there"]
+    assert [p.metadata.name for p in core.list_namespaced_pod("elsewhere").items] == ["there"]
+    patched = core.patch_namespaced_pod("there", "elsewhere", [{"op": "add", "path": "/metadata/labels/extra",
+                                                                "value": "yes"}])
+    assert patched.metadata.labels == {"leafcost": "1", "extra": "yes"}
+    with pytest.raises(ApiException) as missing:
+        core.delete_namespaced_pod("there", NS)
+    assert missing.value.status == 404
+
+
 def test_network_policies_have_their_own_objects(instant):
     _, core = instant
     networking = client.NetworkingV1Api(core.api_client)
@@ -428,7 +442,7 @@ def test_container_mode_deleting_the_pod_removes_its_container(containers):
 def test_container_mode_a_missing_image_fails_to_pull_and_an_exit_ends_the_pod(containers):
     _, core = containers
     core.create_namespaced_pod(NS, pod_manifest("missing", image="localhost/kube-fake/no-such-image:1"))
-    core.create_namespaced_pod(NS, pod_manifest("short", args=["sh", "-c", "exit 4"]))
+    core.create_namespaced_pod(NS, pod_manifest("short", args=["sh", "-c", "echo last words; exit 4"]))
 
     def pull_error():
         statuses = core.read_namespaced_pod("missing", NS).status.container_statuses or []
@@ -440,6 +454,7 @@ def test_container_mode_a_missing_image_fails_to_pull_and_an_exit_ends_the_pod(c
                      and pod, "the short pod ending")
     terminated = ended.status.container_statuses[0].state.terminated
     assert ended.status.phase == "Failed" and terminated.exit_code == 4 and terminated.reason == "Error"
+    assert core.read_namespaced_pod_log("short", NS) == "last words\n"
 
 
 def test_exec_speaks_v4_and_v5_to_an_asyncio_client(instant):

@@ -7,6 +7,7 @@ discovery, in-memory objects with history) with its gaps filled for pods, networ
   resourceVersion (resuming from a backlog, 410 Expired beyond it), with no gap between snapshot and stream;
 - patch is strategic merge (lists of conditions, containers, statuses and env merged by key), merge patch or
   JSON patch; the `status` subresource changes only status, the main resource never changes a pod's status;
+- `pods/{name}/log`: the container's output in container mode (no options: follow, tail, since are ignored);
 - delete and deletecollection (with selectors) hand the pod to the kubelet: removed at once in instant mode,
   Terminating until its container is gone in container mode;
 - `pods/{name}/exec` over a websocket (exec_ws).
@@ -130,7 +131,12 @@ class FakeApiServer(KubernetesEmulator):
         if verb == "list":
             items = [obj for obj in self.items(res, request.namespace) if self._matcher(request)(obj)]
             return web.json_response(self._page(kind, items, request.params))
-        if verb == "get":
+        if verb == "get" and request.subresource == "log" and res == PODS:
+            self._require(res, request.namespace, request.name)
+            assert self.kubelet is not None
+            return web.Response(body=await self.kubelet.logs((request.namespace, request.name)),
+                                content_type="text/plain")
+        if verb == "get" and request.subresource in (None, "status"):
             return web.json_response(self._require(res, request.namespace, request.name).raw)
         if verb == "create":
             return web.json_response(await self._create(res, kind, request), status=201)

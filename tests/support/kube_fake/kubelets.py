@@ -70,6 +70,10 @@ class Kubelet:
     def exec_handler(self, key: Key) -> ExecHandler:
         raise NotImplementedError
 
+    async def logs(self, key: Key) -> bytes:
+        """The container's stdout and stderr so far (`pods/{name}/log`); instant pods have none."""
+        return b""
+
     async def end(self, key: Key, new_status: dict[str, Any]) -> None:
         """A test's eviction or OOM kill: the container goes, the pod stays with `new_status`."""
         self.ended.add(key)
@@ -174,6 +178,13 @@ class ContainerKubelet(Kubelet):
 
     def exec_handler(self, key: Key) -> ExecHandler:
         return engine_exec(self.engine, self.containers[key])
+
+    async def logs(self, key: Key) -> bytes:
+        name = self.containers.get(key)
+        if name is None:
+            return b""
+        done = await self.engine.run("logs", name, check=False)
+        return done.stdout + done.stderr.encode()
 
     async def close(self) -> None:
         await super().close()
