@@ -305,6 +305,35 @@ def test_a_custom_handler_serves_one_long_lived_json_lines_stream():
         assert kube.seen.execs == [(f"{NS}/p", ["python3", "-u", "runner.py"], 0)]
 
 
+def test_output_a_client_does_not_read_waits_in_the_socket_not_in_the_server():
+    """A command writing 32 MiB to a client that reads nothing gets only as far as the socket buffers hold,
+    then all of it arrives intact once the client reads."""
+    total, written = 32 << 20, [0]
+
+    async def flood(call: ExecCall) -> int:
+        block = bytes(range(256)) * 256
+        while written[0] < total:
+            await call.write_stdout(block)
+            written[0] += len(block)
+        return 0
+
+    with KubeFake(namespace=NS, exec_handler=flood) as kube:
+        core = core_for(kube)
+        core.create_namespaced_pod(NS, pod_manifest("p"))
+        ws = open_exec(core, "p", ["flood"])
+        previous = -1
+        while written[0] != previous:  # until the writer is held back (or has written everything)
+            previous = written[0]
+            time.sleep(0.3)
+        assert written[0] < total // 2
+        out = bytearray()
+        while ws.is_open():
+            ws.update(timeout=5)
+            out += ws.read_stdout(timeout=0) if ws.peek_stdout() else b""
+        out += ws.read_stdout(timeout=0) if ws.peek_stdout() else b""
+        assert ws.returncode == 0 and len(out) == total and out == (bytes(range(256)) * 256) * (total // 65536)
+
+
 # --- hooks and records ---------------------------------------------------------------------------------------
 
 def test_image_pull_failure_shows_in_the_container_status(instant):
