@@ -334,6 +334,45 @@ def test_output_a_client_does_not_read_waits_in_the_socket_not_in_the_server():
         assert ws.returncode == 0 and len(out) == total and out == (bytes(range(256)) * 256) * (total // 65536)
 
 
+def test_stdin_a_command_does_not_read_waits_in_the_socket_not_in_the_server():
+    import hashlib
+
+    total, go, received = 32 << 20, threading.Event(), hashlib.sha256()
+
+    async def slow_reader(call: ExecCall) -> int:
+        import asyncio
+
+        while not go.is_set():
+            await asyncio.sleep(0.05)
+        while chunk := await call.read():
+            received.update(chunk)
+        return 0
+
+    with KubeFake(namespace=NS, exec_handler=slow_reader) as kube:
+        core = core_for(kube)
+        core.create_namespaced_pod(NS, pod_manifest("p"))
+        ws = open_exec(core, "p", ["slow"], stdin=True)
+        data, sent = os.urandom(total), [0]
+
+        def write() -> None:
+            for start in range(0, total, CHUNK):
+                ws.write_stdin(data[start:start + CHUNK])
+                sent[0] += CHUNK
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        previous = -1
+        while sent[0] != previous:  # until the client is held back (or has sent everything)
+            previous = sent[0]
+            time.sleep(0.3)
+        assert sent[0] < total // 2
+        go.set()
+        writer.join(60)
+        ws.close_channel(0)
+        ws.run_forever(timeout=30)
+        assert ws.returncode == 0 and received.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
 # --- hooks and records ---------------------------------------------------------------------------------------
 
 def test_image_pull_failure_shows_in_the_container_status(instant):
