@@ -3,8 +3,9 @@ discovery, in-memory objects with history) with its gaps filled for pods, networ
 
 - create fills in what the API server does (namespace from the URL, generateName, uid, creationTimestamp, a
   cluster-wide resourceVersion bumped on every change; a pod starts Pending and is scheduled on one node);
-- list and watch honour labelSelector, fieldSelector and the namespace, list also limit and continue; watch honours timeoutSeconds and
-  resourceVersion (resuming from a backlog, 410 Expired beyond it), with no gap between snapshot and stream;
+- list and watch honour labelSelector, fieldSelector and the namespace, list also limit and continue; watch
+  honours timeoutSeconds and resourceVersion (resuming from a backlog, 410 Expired beyond it), with no gap
+  between its snapshot and its stream;
 - patch is strategic merge (lists of conditions, containers, statuses and env merged by key), merge patch or
   JSON patch; the `status` subresource changes only status, the main resource never changes a pod's status;
 - `pods/{name}/log`: the container's output in container mode (no options: follow, tail, since are ignored);
