@@ -10,9 +10,9 @@ backend's engine.
 
 Fixtures for any test module: `from support.kube_fake.fixtures import kube_instant, kube_containers`.
 
-`launcher` runs it, `fixtures` wraps it for pytest, `apiserver` serves the objects, `kubelets` gives pods their life, `exec_ws` speaks exec,
-`containers` turns a pod into engine flags, `status` writes pod statuses, `selectors` parses selectors, `hub`
-fans out watch events, `recording` keeps what was seen.
+`launcher` runs it, `fixtures` wraps it for pytest, `apiserver` serves the objects, `kubelets` gives pods their
+life, `exec_ws` speaks exec, `containers` turns a pod into engine flags, `status` writes pod statuses,
+`selectors` parses selectors, `hub` fans out watch events, `recording` keeps what was seen.
 """
 
 from support.kube_fake.exec_ws import ExecCall, ExecHandler, exit_status, scripted_exec
