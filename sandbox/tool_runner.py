@@ -69,6 +69,7 @@ _PR_SET_DUMPABLE = 4
 
 _protocol_fds = ()  # type: Tuple[int, ...]  # request and answer channels, closed in a child before it is dumpable
 _prctl_function = None  # type: Any
+_oom_score = None  # type: Optional[Tuple[int, bytes]]  # /proc/self/oom_score_adj kept open, the runner's value
 
 
 # ---------------------------------------------------------------------------------------------- tools
@@ -628,17 +629,7 @@ def run_command(argv: list, timeout: float, cwd: str, env: Optional[Dict[str, st
     """Run in a new session with no stdin, read both pipes until EOF or the deadline, kill the whole process
     group on timeout, and never wait more than ~1 s for a pipe that a surviving grandchild holds open."""
     started = time.monotonic()
-    _prctl()  # resolved here, not in the child between fork and exec
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-        preexec_fn=_child_setup,
-    )
+    proc = _spawn(argv, cwd, env)
     pipes = _Pipes(proc)
     finished = False
     try:
@@ -660,6 +651,42 @@ def run_command(argv: list, timeout: float, cwd: str, env: Optional[Dict[str, st
         stdout_dropped=out.dropped,
         stderr_dropped=err.dropped,
     )
+
+
+def _spawn(argv: list, cwd: str, env: Optional[Dict[str, str]]) -> subprocess.Popen:
+    """The command in a new session, no stdin, both outputs piped, oom_score_adj 1000. Without a preexec
+    function Popen uses vfork and exec (about 1.5 ms less CPU per command than a fork of this interpreter): the
+    runner raises its own oom_score_adj for the instant of the spawn, the child inherits it, the runner goes back
+    to its own value (allowed without privilege: never below the floor it started with). While raised, the
+    runner ties with the commands and the OOM killer picks the larger, never this small process. The child is
+    never dumpable before exec (it shares the runner's memory map until then) and inherits only fds 0-2."""
+    options = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                   start_new_session=True)
+    if _oom_score is None:  # no /proc/self/oom_score_adj kept open: the child sets its own, after a full fork
+        _prctl()  # resolved here, not in the child between fork and exec
+        return subprocess.Popen(argv, preexec_fn=_child_setup, **options)
+    fd, own = _oom_score
+    os.write(fd, b"1000")
+    try:
+        return subprocess.Popen(argv, **options)
+    finally:
+        os.write(fd, own)
+
+
+def _keep_oom_score() -> Optional[Tuple[int, bytes]]:
+    """/proc/self/oom_score_adj open for writing, and the runner's own value; taken while the runner is still
+    dumpable (afterwards its /proc files belong to root). None where /proc does not offer it."""
+    try:
+        fd = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        own = os.read(fd, 32).strip() or b"0"
+        os.write(fd, own)  # writable here, not just openable
+    except OSError:
+        os.close(fd)
+        return None
+    return fd, own
 
 
 def _child_setup() -> None:
@@ -1000,8 +1027,9 @@ def _request_lines(stream: Any) -> Iterator[Optional[bytes]]:
 
 
 def main(argv: Optional[list] = None) -> int:
-    global _protocol_fds
-    # Non-dumpable first: /proc/<runner>/fd/* (the protocol pipes) and /proc/<runner>/mem then belong to root,
+    global _protocol_fds, _oom_score
+    _oom_score = _keep_oom_score()
+    # Non-dumpable first (but for the line above): /proc/<runner>/fd/* (the protocol pipes) and /proc/<runner>/mem then belong to root,
     # so the commands it runs, same uid, can neither forge answers nor read or inject requests.
     _set_dumpable(False)
     parser = argparse.ArgumentParser(description="Serve Leaf's tools over newline-delimited JSON.")

@@ -724,6 +724,9 @@ def test_commands_are_the_oom_killers_first_choice_and_the_runner_is_not(workdir
         probe = "cat /proc/self/oom_score_adj /proc/$PPID/oom_score_adj"
         assert client.tool("Bash", {"command": probe}) == "Exit code: 0\nSTDOUT:\n1000\n300\n\nSTDERR:\n"
         assert client.request("exec", command=probe, timeout=30)["stdout"] == "1000\n300\n"
+        # A command that cannot start (no such cwd) leaves the runner at its own value all the same.
+        assert "error" in client.request("exec", command="true", timeout=30, cwd=str(workdir / "missing"))
+        assert client.request("exec", command=probe, timeout=30)["stdout"] == "1000\n300\n"
     finally:
         client.close()
 
