@@ -20,7 +20,8 @@ from compare.reconcile import Reconciliation, reconcile
 from compare.recording import LedgerRecorder
 from compare.spec import RunSpec
 from compare.trajectory_files import trajectories_root, trajectory_path, write_trajectory
-from sandbox import SandboxError, SandboxOptions, Suite, Task, load_suite, remove_leftovers, require_backend
+from sandbox import (SandboxError, SandboxOptions, Suite, Task, close_backend, load_suite, remove_leftovers,
+                     require_backend)
 
 
 
@@ -92,7 +93,8 @@ class Runner:
         self.options = SandboxOptions(backend=spec.sandbox.backend, base_root=spec.sandbox.base_root,
                                       extra_ro_binds=spec.sandbox.bind_ro,
                                       unsafe_no_isolation=spec.sandbox.unsafe_no_isolation,
-                                      images_lock=Path(spec.sandbox.images) if spec.sandbox.images else None)
+                                      images_lock=Path(spec.sandbox.images) if spec.sandbox.images else None,
+                                      **_kube_options(spec))
         self.trajectory_dir = trajectories_root(self.db_path) / self.run_id
         self.progress: dict[str, ArmProgress] = {}
         self.warnings: list[str] = []
@@ -110,7 +112,7 @@ class Runner:
             require_backend(self.options)  # a missing bubblewrap or engine refuses the run, not every episode
         except SandboxError as exc:
             raise RunError(str(exc)) from None
-        leftovers = await asyncio.to_thread(remove_leftovers, self.options)
+        leftovers = await asyncio.to_thread(remove_leftovers, self.options, self.run_id)
         if leftovers:
             self.warnings.append(f"removed {len(leftovers)} workspace(s), build(s), cgroup(s) or container(s) left "
                                  "by killed leafcost processes")
@@ -141,6 +143,9 @@ class Runner:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await asyncio.shield(self._stop_arms(status))
+            if self.options.backend == "kubernetes":  # an interrupted attempt's pod may not have been deleted yet
+                await asyncio.shield(asyncio.to_thread(remove_leftovers, self.options, self.run_id))
+            await close_backend(self.options)
         reconciliation = await self._reconcile()
         self.warnings += [r.warning() for r in reconciliation if r.flagged]
         for arm, signatures in self.misconfigured.items():
@@ -310,3 +315,12 @@ class Runner:
         progress.spend_usd += recorder.spend_usd
         if self.arm_specs[key.arm].billing == "lease":
             progress.spend_usd = self.arms.lease_spend(key.arm)
+
+
+def _kube_options(spec: RunSpec) -> dict:
+    kube = spec.sandbox.kubernetes
+    if kube is None:
+        return {}
+    return {"kube_namespace": kube.namespace, "kube_context": kube.context,
+            "kubeconfig": Path(kube.kubeconfig) if kube.kubeconfig else None,
+            "kube_create_limit": kube.create_concurrency, "kube_delete_limit": kube.delete_concurrency}

@@ -35,19 +35,37 @@ class Budgets(StrictModel):
     time_budget_sec: float = Field(10800.0, gt=0, le=MAX_SECONDS)
 
 
+class KubernetesConfig(StrictModel):
+    """Where the kubernetes backend puts its pods; the defaults are kubectl's (its current context)."""
+
+    namespace: str = Field("default", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    context: str | None = Field(None, min_length=1, description="a context of the kubeconfig (default: current)")
+    kubeconfig: str | None = Field(None, min_length=1, description="default: $KUBECONFIG or ~/.kube/config; "
+                                   "in a cluster, the runner pod's service account")
+    create_concurrency: int = Field(16, gt=0, le=1024, description="pods being created at once (until scheduled)")
+    delete_concurrency: int = Field(16, gt=0, le=1024, description="pods being deleted at once")
+
+
 class SandboxConfig(StrictModel):
-    backend: Literal["local", "podman", "docker"] = Field(
-        "local", description="local: bubblewrap over this host; podman or docker: each task's own container image")
+    backend: Literal["local", "podman", "docker", "kubernetes"] = Field(
+        "local", description="local: bubblewrap over this host; podman or docker: each task's own container image; "
+        "kubernetes: the same images by digest, one pod per attempt")
     base_root: str = "host"
     bind_ro: list[str] = Field(default_factory=list)
     unsafe_no_isolation: bool = False
     images: str | None = Field(None, description="an image lock file (`leafcost images lock`) every task's image "
                                "must match, by digest")
+    kubernetes: KubernetesConfig | None = None
 
     @model_validator(mode="after")
     def _backend_fields(self) -> SandboxConfig:
         if self.backend == "local" and self.images is not None:
-            raise ValueError("images: an image lock applies to the podman and docker backends only")
+            raise ValueError("images: an image lock applies to the podman, docker and kubernetes backends only")
+        if self.kubernetes is not None and self.backend != "kubernetes":
+            raise ValueError(f"kubernetes: applies to backend kubernetes only, not {self.backend}")
+        if self.backend == "kubernetes" and self.images is None:
+            raise ValueError("images: the kubernetes backend runs each task's image by digest: lock them with "
+                             "`leafcost images lock SUITE` and name the lock file here")
         if self.backend != "local" and (self.base_root != "host" or self.bind_ro or self.unsafe_no_isolation):
             raise ValueError(f"base_root, bind_ro and unsafe_no_isolation apply to the local backend only, "
                              f"not {self.backend}")

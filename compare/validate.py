@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, open_sandbox, remove_leftovers,
-                     run_oracle, verify)
+from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, close_backend, open_sandbox,
+                     remove_leftovers, run_oracle, verify)
 
 
 class TaskValidation(BaseModel):
@@ -63,7 +63,10 @@ async def validate_suite(suite: Suite, options: SandboxOptions, *, workers: int 
             on_result(result)
         return result
 
-    results += await asyncio.gather(*(one(task) for task in suite.tasks))
+    try:
+        results += await asyncio.gather(*(one(task) for task in suite.tasks))
+    finally:
+        await close_backend(options)
     results.sort(key=lambda r: r.task_id)
     valid = sum(r.valid for r in results)
     return ValidationReport(tasks=results, valid=valid, invalid=len(results) - valid)

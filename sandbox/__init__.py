@@ -1,7 +1,7 @@
 """Where tools run: tasks and their loading, the sandbox protocol and its backends (bubblewrap on this host, a
-container engine), Leaf's five tools, patch capture and grading."""
+container engine, Kubernetes pods), Leaf's five tools, patch capture and grading."""
 
-from sandbox.backends import open_sandbox, remove_leftovers, require_backend
+from sandbox.backends import close_backend, open_sandbox, remove_leftovers, require_backend
 from sandbox.environment import BuiltEnvironment, build_environment
 from sandbox.grading import GradeResult, Verification, run_oracle, verify
 from sandbox.harbor import TaskFormatError, load_harbor_task
@@ -17,7 +17,7 @@ __all__ = [
     "BUILTIN_SUITE", "BuildError", "BuiltEnvironment", "ExecResult", "GradeResult", "LEAF_TOOLS",
     "LEAF_TOOL_NAMES", "LocalSandbox", "OpenedSandbox", "Sandbox", "SandboxError", "SandboxOptions", "SandboxSpec",
     "SWEBenchImages", "Suite", "SuiteError", "Task", "TaskFormatError", "TaskLoadError", "Verification", "bash_arguments",
-    "build_environment", "load_harbor_task", "load_suite", "open_sandbox", "remove_leftovers", "require_backend",
+    "build_environment", "close_backend", "load_harbor_task", "load_suite", "open_sandbox", "remove_leftovers", "require_backend",
     "require_isolation",
     "run_oracle", "verify", "write_file",
 ]

@@ -14,6 +14,10 @@ async def open_sandbox(task: Task, options: SandboxOptions, *, solution: bool = 
         from sandbox.environment import open_local_sandbox
 
         return await open_local_sandbox(task, options, solution=solution)
+    if options.backend == "kubernetes":
+        from sandbox.kubernetes import open_kube_sandbox
+
+        return await open_kube_sandbox(task, options, solution=solution, labels=labels)
     from sandbox.container import open_container_sandbox
 
     return await open_container_sandbox(task, options, solution=solution, labels=labels)
@@ -26,14 +30,24 @@ def require_backend(options: SandboxOptions) -> None:
 
         require_isolation(options)
         return
+    if options.backend == "kubernetes":
+        from sandbox.kubernetes import require_cluster
+
+        require_cluster(options)
+        return
     from sandbox.engine import require_engine
 
     require_engine(options.backend)
 
 
-def remove_leftovers(options: SandboxOptions) -> list[str]:
+def remove_leftovers(options: SandboxOptions, run_id: str | None = None) -> list[str]:
     """What killed leafcost processes left behind (workspaces, builds, cgroups, containers): removed by the owner
-    record each carries, never by name alone. Called when a run or a validation starts."""
+    record each carries, never by name alone; in a cluster, the pods labelled with this run. Called when a run or
+    a validation starts."""
+    if options.backend == "kubernetes":
+        from sandbox.kubernetes import remove_run_pods
+
+        return remove_run_pods(options, run_id)
     if options.backend == "local":
         from sandbox.environment import remove_local_leftovers
 
@@ -41,3 +55,11 @@ def remove_leftovers(options: SandboxOptions) -> list[str]:
     from sandbox.container import remove_container_leftovers
 
     return remove_container_leftovers(options)
+
+
+async def close_backend(options: SandboxOptions) -> None:
+    """Releases what the backend holds for the whole run (a cluster's API sessions); sandboxes are closed each."""
+    if options.backend == "kubernetes":
+        from sandbox.kubernetes import close_clusters
+
+        await close_clusters()

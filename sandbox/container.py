@@ -29,6 +29,7 @@ from sandbox.owner import alive as owner_alive
 from sandbox.owner import identity
 from sandbox.protocol import BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec
 from sandbox.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
+from sandbox.runner_sandbox import RunnerSandbox
 from sandbox.tasks import EnvironmentConfig, HealthcheckConfig, Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
 
@@ -57,7 +58,7 @@ ARTIFACTS_DIR = "/logs/artifacts"
 ARTIFACT_CAP_BYTES = 1 << 30
 
 
-class ContainerSandbox:
+class ContainerSandbox(RunnerSandbox):
     """One running container as the `Sandbox` protocol: tools through the runner, harness commands by `exec`."""
 
     def __init__(self, engine: Engine, container: str, *, user: str | None, workdir: str, image: str = "",
@@ -69,17 +70,6 @@ class ContainerSandbox:
         self._runner_stderr = b""
         self._cpu_file: tuple[Path, str] | None = None
         self._closed = False
-
-    @property
-    def alive(self) -> bool:
-        return not self._closed and not (self._runner is not None and self._runner.dead)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    async def run_tool(self, name: str, arguments: str | dict) -> str:
-        return await (await self._client()).tool(name, arguments)
 
     async def exec(self, command: str, *, timeout: float, cwd: str | None = None,
                    env: dict[str, str] | None = None, user: str | None = None) -> ExecResult:
@@ -119,17 +109,6 @@ class ContainerSandbox:
         self._closed = True
         await self._stop_runner()
         await self.engine.run("stop", "-t", "0", self.container, check=False, timeout=60)
-
-    async def _client(self) -> RunnerClient:
-        if self._closed:
-            raise SandboxError("sandbox is not running")
-        if self._runner is None:
-            if not self.has_python:  # a task error: the image cannot host the agent's tools
-                raise BuildError(f"image {self.image} has no python3, which leafcost's tool runner needs for the "
-                                 "agent's tools")
-            await self._start_runner()
-        assert self._runner is not None
-        return self._runner
 
     async def _start_runner(self) -> None:
         argv = self.engine.command("exec", "-i", *_user_flags(self.user), "--workdir", self.workdir, self.container,

@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-BACKENDS = ("local", "podman", "docker")
+BACKENDS = ("local", "podman", "docker", "kubernetes")
 
 
 class SandboxError(RuntimeError):
@@ -46,13 +46,19 @@ def default_cache_dir() -> Path:
 class SandboxOptions(BaseModel):
     """How sandboxes are made on this machine; identical for every arm of a run."""
 
-    backend: Literal["local", "podman", "docker"] = Field(
-        "local", description="'local' (bubblewrap over the host), or a container engine driven by its CLI")
+    backend: Literal["local", "podman", "docker", "kubernetes"] = Field(
+        "local", description="'local' (bubblewrap over the host), a container engine driven by its CLI, or pods")
     base_root: str = Field("host", description="local: 'host' (the host's system directories) or a root directory")
     extra_ro_binds: list[str] = Field(default_factory=list,
                                       description="local: toolchains outside the base root, bound read-only")
     unsafe_no_isolation: bool = False
     images_lock: Path | None = Field(None, description="containers: an image lock file every task's image must match")
+    kubeconfig: Path | None = Field(None, description="kubernetes: the kubeconfig (default: $KUBECONFIG, "
+                                    "~/.kube/config, or the pod's service account when run in a cluster)")
+    kube_context: str | None = None
+    kube_namespace: str = "default"
+    kube_create_limit: int = Field(16, gt=0, description="kubernetes: pods being created (until scheduled) at once")
+    kube_delete_limit: int = Field(16, gt=0, description="kubernetes: pods being deleted at once")
     cache_dir: Path = Field(default_factory=lambda: default_cache_dir())
     work_dir: Path | None = None
 

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import settings
 
 from sandbox import SandboxOptions, load_harbor_task
+from support.kube_fake.fixtures import kube_containers, kube_instant  # noqa: F401 - the stand-in, for every module
 
 # The SWE-bench fixture repositories' own tests run only inside their instance images (their packages are installed
 # there), never in leafcost's test run.

@@ -1,0 +1,665 @@
+"""The kubernetes backend: one pod per attempt from the task's image by digest (the image lock), driven with the
+official client for objects and one websocket per exec (sandbox.kube_exec).
+
+The agent's tools go to the same standard-library tool runner as in the other backends: copied into the pod and
+checked by its SHA-256 before every start, then started once per attempt over one exec stream, so the model sees
+byte-for-byte the same observations and pays no exec round trip per tool call. Harness commands (prepare, oracle,
+patch capture, verifier) send their script, environment and working directory on stdin, so no value is ever in
+an exec URL (which API servers log). Files go in and out as tar over exec, each checked by its SHA-256.
+
+A pod cannot be stopped and started again as a container can, so "every agent process is gone" is made true by
+killing every process but the pod's init, as root, until none is left; the verifier runs after that. Pods carry
+the run's labels: a run removes its own leftovers by label selector when it starts (and so after --resume)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import io
+import json
+import shlex
+import tarfile
+import time
+import uuid
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sandbox.kube_exec import ExecError, ExecStream, session_for
+from sandbox.kube_manifests import (CONTAINER, PREFIX, attempt_pod, deny_network_policy, label_key, label_value)
+from sandbox.container import ENV_NAME, PREPARE, RESET_VERIFIER
+from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
+from sandbox.protocol import BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec
+from sandbox.runner_client import RUNNER_IN_SANDBOX, RunnerClient
+from sandbox.runner_sandbox import RunnerSandbox
+from sandbox.tasks import Task
+from sandbox.tool_runner import STREAM_CAP_BYTES
+
+API_THREADS = 16  # the official client is synchronous: its calls run here, never on the event loop
+POLL_SEC = 0.25
+# Waiting reasons of a container that mean its image cannot be had: a task error naming the image, not retried.
+IMAGE_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                          "CreateContainerConfigError"})
+# Drops from root to the user named (or numbered) in argv[1], then runs argv[2:]: no su or setpriv needed.
+_AS_USER = ("import os,pwd,sys\nu=sys.argv[1]\n"
+            "e=pwd.getpwuid(int(u)) if u.isdigit() else pwd.getpwnam(u)\n"
+            "os.initgroups(e.pw_name,e.pw_gid);os.setgid(e.pw_gid);os.setuid(e.pw_uid)\n"
+            "os.environ.update(HOME=e.pw_dir,USER=e.pw_name)\nos.execvp(sys.argv[2],sys.argv[2:])")
+# What lives in the pod before the agent does (its init, the keep-alive, services the image's ENTRYPOINT started)
+# is spared, each by pid and start time (a reused pid is not spared); everything else is killed, again until no
+# live process is left (a zombie, state Z, is dead). A pod cannot be restarted as a container is, so this is how
+# "every agent process is gone" before the verifier runs. $SPARE: " pid:start pid:start ".
+_PROCESSES = r"""for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  [ "$p" = $$ ] && continue
+  read -r s < "$d/stat" 2>/dev/null || continue
+  rest=${s##*) }
+  set -- $rest
+  state=$1
+  shift 19
+  process "$p" "$1" "$state"
+done"""
+_LIST = "process() { printf ' %s:%s' \"$1\" \"$2\"; }\nprintf 'spare='\n" + _PROCESSES + "\necho"
+_KILL_ALL = """process() {
+  case "$3" in Z|X) return ;; esac
+  case "$SPARE" in *" $1:$2 "*) return ;; esac
+  kill -KILL "$1" 2>/dev/null
+  left=1
+}
+i=0
+while [ $i -lt 100 ]; do
+  left=0
+""" + _PROCESSES + """
+  [ $left = 0 ] && exit 0
+  i=$((i+1)); sleep 0.05
+done
+echo "processes survived 100 rounds of kill -KILL" >&2; exit 1"""
+# The container backend's set-up, after a check only a pod needs: exec cannot choose its user, so it must be root.
+_PREPARE = """[ "$(id -u)" = 0 ] || { echo "the image runs as user $(id -u), not root: the kubernetes backend needs root \
+for Harbor's set-up (the agent can still run as the task's agent.user)" >&2; exit 1; }
+echo "workdir=$(pwd)"
+""" + _LIST + """
+set -- "$(pwd)"
+""" + PREPARE
+_CPU = "cat /sys/fs/cgroup/cpu.stat 2>/dev/null || cat /sys/fs/cgroup/cpuacct/cpuacct.usage 2>/dev/null"
+
+
+class KubeCluster:
+    """The API server as the run's options name it: the official client, one aiohttp session for exec streams,
+    and the run's limits on concurrent pod creations and deletions. One per event loop and options."""
+
+    def __init__(self, options: SandboxOptions):
+        from kubernetes import client
+
+        configuration = client_configuration(options)
+        self.configuration, self.namespace = configuration, options.kube_namespace
+        api = client.ApiClient(configuration)
+        self.core, self.networking = client.CoreV1Api(api), client.NetworkingV1Api(api)
+        self.creating = asyncio.Semaphore(options.kube_create_limit)
+        self.deleting = asyncio.Semaphore(options.kube_delete_limit)
+        self.session = session_for(configuration)
+        self._threads = ThreadPoolExecutor(API_THREADS, thread_name_prefix="leafcost-kube")
+        self._policy: asyncio.Task | None = None
+
+    async def call(self, method, *args, **kwargs):
+        return await asyncio.get_running_loop().run_in_executor(
+            self._threads, functools.partial(method, *args, _request_timeout=60, **kwargs))
+
+    async def ensure_no_network_policy(self) -> None:
+        """The namespace's deny-all NetworkPolicy, created once if missing."""
+        if self._policy is None:
+            self._policy = asyncio.create_task(self._create_policy())
+        await asyncio.shield(self._policy)
+
+    async def _create_policy(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        policy = deny_network_policy(self.namespace)
+        try:
+            await self.call(self.networking.create_namespaced_network_policy, self.namespace, policy)
+        except ApiException as exc:
+            if exc.status != 409:  # 409: it is there already
+                raise SandboxError(f"cannot create NetworkPolicy {policy['metadata']['name']} in namespace "
+                                   f"{self.namespace}: HTTP {exc.status} {exc.reason}") from None
+
+    async def exec(self, pod: str, command: list[str], *, stdin: bool) -> ExecStream:
+        return await ExecStream.open(self.session, self.configuration, self.namespace, pod, CONTAINER, command,
+                                     stdin=stdin)
+
+    async def run(self, pod: str, script: str, *, timeout: float, data: bytes | None = None,
+                  cap: int = STREAM_CAP_BYTES) -> ExecResult:
+        """`script` as the container's user (root): read by `sh -s` from stdin, so nothing of it (directories,
+        environment values) is in the exec URL; or, with `data` for its stdin, as `sh -c` (then it must hold no
+        secret). stdout kept up to `cap`."""
+        started = time.monotonic()
+        if data is None:  # the trailing exit: where stdin cannot be closed alone (v4), the shell ends anyway
+            command, data = ["sh", "-s"], script.encode() + b"\nexit\n"
+        else:
+            command = ["sh", "-c", script]
+        stream = await self.exec(pod, command, stdin=True)
+        out, dropped, timed_out = bytearray(), 0, False
+        try:
+            await stream.write(data)
+            await stream.close_stdin()
+
+            async def drain() -> None:
+                nonlocal dropped
+                while chunk := await stream.stdout.read(65536):
+                    room = max(cap - len(out), 0)
+                    out.extend(chunk[:room])
+                    dropped += len(chunk) - min(len(chunk), room)
+            await asyncio.wait_for(asyncio.gather(drain(), stream.wait()), timeout)
+        except asyncio.TimeoutError:
+            timed_out = True
+        finally:
+            await stream.close()
+        if not timed_out and stream.exit_code is None:
+            raise ExecError(stream.failure or f"exec into pod {pod} ended without an exit status")
+        return ExecResult(exit_code=None if timed_out else stream.exit_code, stdout=out.decode("utf-8", "replace"),
+                          stderr=bytes(stream.stderr).decode("utf-8", "replace"), timed_out=timed_out,
+                          seconds=time.monotonic() - started, truncated_bytes=dropped)
+
+    async def close(self) -> None:
+        await self.session.close()
+        self._threads.shutdown(wait=False)
+
+
+def client_configuration(options: SandboxOptions):
+    """The official client's configuration: the kubeconfig (and context) named, else the default kubeconfig, else
+    the service account of the pod this runs in."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    if options.kubeconfig is None and options.kube_context is None and _in_cluster():
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=str(options.kubeconfig) if options.kubeconfig else None,
+                                context=options.kube_context, client_configuration=configuration)
+    return configuration
+
+
+# By event loop object, not its id: a later loop can reuse a dead one's id, and its session and semaphores belong to
+# the loop that made them.
+_clusters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, KubeCluster]] = weakref.WeakKeyDictionary()
+
+
+def cluster_for(options: SandboxOptions) -> KubeCluster:
+    mine = _clusters.setdefault(asyncio.get_running_loop(), {})
+    key = options.model_dump_json(include={"kubeconfig", "kube_context", "kube_namespace"})
+    if key not in mine:
+        mine[key] = KubeCluster(options)
+    return mine[key]
+
+
+async def close_clusters() -> None:
+    """Closes this event loop's API sessions (the end of a run or a validation)."""
+    for cluster in _clusters.pop(asyncio.get_running_loop(), {}).values():
+        await cluster.close()
+
+
+class PodSandbox(RunnerSandbox):
+    """The running pod as the `Sandbox` protocol: tools through the runner, harness commands by exec."""
+
+    def __init__(self, cluster: KubeCluster, pod: str, *, user: str | None, workdir: str, has_python: bool,
+                 image: str, spare: str):
+        self.cluster, self.pod, self.user, self.workdir = cluster, pod, user, workdir
+        self.has_python, self.image, self.spare = has_python, image, spare
+        self._runner: RunnerClient | None = None
+        self._stream: ExecStream | None = None
+        self._closed = False
+
+    async def exec(self, command: str, *, timeout: float, cwd: str | None = None,
+                   env: dict[str, str] | None = None, user: str | None = None) -> ExecResult:
+        if self._closed:
+            raise SandboxError("sandbox is not running")
+        return await self.cluster.run(self.pod, harness_script(command, cwd or self.workdir, env or {},
+                                                               user or self.user), timeout=timeout)
+
+    def cpu_seconds(self) -> float | None:
+        """Not known between reads: the cgroup is read inside the pod (PodOpened.stop), whose node is elsewhere."""
+        return None
+
+    async def measure(self) -> float | None:
+        """The pod's cgroup CPU over its whole life so far."""
+        try:
+            result = await self.cluster.run(self.pod, _CPU, timeout=30)
+        except SandboxError:
+            return None
+        return parse_cpu(result.stdout)
+
+    async def close(self) -> None:
+        """Kills the runner and every process of the pod but its init (the pod stays, for its files)."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._stop_runner()
+        result = await self.cluster.run(self.pod, f"SPARE={shlex.quote(f' {self.spare} ')}\n{_KILL_ALL}",
+                                        timeout=60)
+        if not result.ok:
+            raise SandboxError(f"pod {self.pod}: the agent's processes could not all be killed: "
+                               f"{result.stderr.strip()[-300:]}")
+
+    async def _start_runner(self) -> None:
+        runner = TOOL_RUNNER_PATH.read_bytes()
+        # Copied afresh before every start, when no agent process is left to have replaced it.
+        await put_file(self.cluster, self.pod, RUNNER_IN_SANDBOX, runner)
+        command = ["python3", "-u", "-I", RUNNER_IN_SANDBOX, "--workdir", self.workdir]
+        if self.user is not None:
+            command = ["python3", "-I", "-c", _AS_USER, self.user, *command]
+        self._stream = stream = await self.cluster.exec(self.pod, command, stdin=True)
+        self._runner = RunnerClient(stream.stdout, _StdinWriter(stream), kill=self.close,
+                                    exit_reason=self._exit_reason)
+        await self._runner.hello()
+
+    async def _exit_reason(self) -> str:
+        stream = self._stream
+        tail = bytes(stream.stderr).decode("utf-8", "replace").strip()[-500:] if stream else ""
+        why = await pod_failure(self.cluster, self.pod)
+        return "".join(f" ({part})" for part in (why, tail) if part)
+
+    async def _stop_runner(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+        if self._stream is not None:
+            await self._stream.close()
+
+
+class _StdinWriter:
+    """The StreamWriter face RunnerClient writes requests to, over the exec stream's stdin channel."""
+
+    def __init__(self, stream: ExecStream):
+        self._stream, self._pending = stream, bytearray()
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+
+    async def drain(self) -> None:
+        data, self._pending = bytes(self._pending), bytearray()
+        try:
+            await self._stream.write(data)
+        except (ConnectionError, RuntimeError) as exc:  # aiohttp's "closing transport" is a RuntimeError
+            raise BrokenPipeError(str(exc)) from None
+
+    def close(self) -> None:
+        asyncio.get_running_loop().create_task(self._stream.close())
+
+
+class PodOpened:
+    """One attempt's pod as the `OpenedSandbox` protocol."""
+
+    def __init__(self, cluster: KubeCluster, task: Task, options: SandboxOptions, image: str, pull_policy: str,
+                 labels: dict[str, str], spec: SandboxSpec):
+        self.cluster, self.task, self.options, self.image, self.pull_policy = cluster, task, options, image, pull_policy
+        self.labels, self.spec, self.spec_hash = labels, spec, spec.digest()
+        self.start_seconds = 0.0
+        verifier_user = task.config.verifier.user
+        self.verifier_user: str | None = None if verifier_user is None else str(verifier_user)
+        self.agent_user = None if task.config.agent.user is None else str(task.config.agent.user)
+        self.pod = f"leafcost-{uuid.uuid4().hex[:16]}"
+        self.created = False
+        self.sandbox: PodSandbox
+        self.workdir = "/"
+        self.has_python = False
+        self.spare = ""  # the processes the pod had before the agent: never killed
+        self._cpu: float | None = None  # the pod's cgroup CPU at the last stop: it counts every sandbox of it
+        self._closed = False
+
+    def cpu_seconds(self) -> float | None:
+        return self._cpu
+
+    async def open(self, solution: bool) -> None:
+        if solution and self.task.solution_dir is None:
+            raise FileNotFoundError(f"task {self.task.task_id} has no solution/solve.sh")
+        if self.task.config.verifier_mode == "separate":
+            raise BuildError(f"task {self.task.task_id}: a separate verifier environment is not supported by the "
+                             "kubernetes backend yet; run it with the podman or docker backend")
+        environment = self.task.environment
+        if not environment.allow_internet:
+            await self.cluster.ensure_no_network_policy()
+        manifest = attempt_pod(name=self.pod, namespace=self.cluster.namespace, image=self.image,
+                               environment=environment, workdir=_workdir(environment), labels=self.labels,
+                               spec_hash=self.spec_hash, deadline_sec=_deadline(self.task))
+        manifest["spec"]["containers"][0]["imagePullPolicy"] = self.pull_policy
+        if not environment.workdir:
+            del manifest["spec"]["containers"][0]["workingDir"]  # the image's own WORKDIR
+        async with self.cluster.creating:  # held until the pod is scheduled, not until it runs
+            await self._create(manifest)
+            await self._wait(scheduled_only=True)
+        await self._wait(scheduled_only=False)
+        prepared = await self._root(_PREPARE, timeout=300)
+        facts = dict(line.split("=", 1) for line in prepared.stdout.splitlines() if "=" in line)
+        self.has_python, self.spare = facts.get("python3") == "yes", facts.get("spare", "").strip()
+        self.workdir = _workdir(environment) if environment.workdir else facts.get("workdir") or "/"
+        if solution:
+            await put_tree(self.cluster, self.pod, self.task.solution_dir, "/solution")
+        self.sandbox = await self._attach()
+
+    async def quiesce(self) -> None:
+        await self.stop()
+        self.sandbox = await self._attach()
+
+    async def start_verifier(self) -> None:
+        await self.stop()
+        await self._root(RESET_VERIFIER, timeout=120)
+        await put_tree(self.cluster, self.pod, self.task.tests_dir, "/tests")
+        self.sandbox = await self._attach()
+
+    async def stop(self) -> None:
+        if not self.sandbox.closed:
+            self._cpu = await self.sandbox.measure()
+            await self.sandbox.close()
+
+    async def read_verifier_file(self, name: str, limit: int) -> bytes | None:
+        if "/" in name or name in ("", ".", ".."):
+            raise OSError(f"not a file name: {name!r}")
+        return await get_file(self.cluster, self.pod, "/logs/verifier", name, limit)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if (sandbox := getattr(self, "sandbox", None)) is not None:
+            await sandbox._stop_runner()
+        if self.created:
+            await delete_pod(self.cluster, self.pod)
+
+    async def _create(self, manifest: dict[str, Any]) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            await self.cluster.call(self.cluster.core.create_namespaced_pod, self.cluster.namespace, manifest)
+        except ApiException as exc:
+            if exc.status in (400, 403, 404, 422):  # the request itself is refused: retrying cannot help
+                raise BuildError(f"task {self.task.task_id}: the API server refused its pod: HTTP {exc.status} "
+                                 f"{_api_message(exc)}") from None
+            raise SandboxError(f"creating pod {self.pod}: HTTP {exc.status} {_api_message(exc)}") from None
+        self.created = True
+
+    async def _wait(self, *, scheduled_only: bool) -> None:
+        """Until the pod is scheduled (or its container ready); an image that cannot be pulled is a task error
+        naming the image, a pod that failed or vanished an infrastructure error with its reason."""
+        deadline = time.monotonic() + self.task.environment.build_timeout_sec
+        while True:
+            pod = await read_pod(self.cluster, self.pod)
+            if pod is None:
+                raise SandboxError(f"pod {self.pod} vanished before it was ready")
+            status = pod.get("status") or {}
+            waiting = [(s.get("state") or {}).get("waiting") or {} for s in status.get("containerStatuses") or []]
+            pulled = next((w for w in waiting if w.get("reason") in IMAGE_ERRORS), None)
+            if pulled is not None:
+                raise BuildError(f"task {self.task.task_id}: image {self.image} cannot be had: "
+                                 f"{pulled.get('reason')}: {(pulled.get('message') or '').strip()[:300]}")
+            if status.get("phase") in ("Failed", "Succeeded"):
+                raise SandboxError(f"pod {self.pod} ended before it was ready: {describe_failure(pod)}")
+            if scheduled_only and (_condition(status, "PodScheduled") or (pod.get("spec") or {}).get("nodeName")):
+                return
+            if not scheduled_only and status.get("phase") == "Running" and _container_ready(status):
+                return
+            if time.monotonic() > deadline:
+                raise SandboxError(f"pod {self.pod} not ready after {self.task.environment.build_timeout_sec:.0f}s "
+                                   f"(phase {status.get('phase')})")
+            await asyncio.sleep(POLL_SEC)
+
+    async def _root(self, script: str, *, timeout: float) -> ExecResult:
+        result = await self.cluster.run(self.pod, script, timeout=timeout)
+        if not result.ok:
+            raise SandboxError(f"task {self.task.task_id}: preparing the pod failed (exit {result.exit_code}): "
+                               f"{(result.stderr or result.stdout).strip()[-500:]}")
+        return result
+
+    async def _attach(self) -> PodSandbox:
+        return PodSandbox(self.cluster, self.pod, user=self.agent_user, workdir=self.workdir,
+                          has_python=self.has_python, image=self.image, spare=self.spare)
+
+
+async def open_kube_sandbox(task: Task, options: SandboxOptions, *, solution: bool = False,
+                            labels: dict[str, str] | None = None) -> PodOpened:
+    started = time.monotonic()
+    cluster = cluster_for(options)
+    image, pull_policy = locked_image(task, options)
+    env = task.environment
+    spec = SandboxSpec(backend="kubernetes", isolation="kubernetes", image=image, network=env.allow_internet,
+                       cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids, limits_via="kubernetes",
+                       tool_runner_version=RUNNER_VERSION, leaf_tools_sha256=LEAF_TOOLS_SHA256)
+    opened = PodOpened(cluster, task, options, image, pull_policy, labels or {}, spec)
+    try:
+        await opened.open(solution)
+    except BaseException:
+        await asyncio.shield(opened.close())
+        raise
+    opened.start_seconds = time.monotonic() - started
+    return opened
+
+
+def locked_image(task: Task, options: SandboxOptions) -> tuple[str, str]:
+    """The task's image by digest from the image lock, and the pull policy: a registry digest is pulled when
+    missing; an image only built locally (no registry digest) must already be on the nodes, by its ID."""
+    from sandbox.images import read_lock
+
+    if options.images_lock is None:
+        raise BuildError("the kubernetes backend runs images by digest only: lock them first (`leafcost images "
+                         "lock SUITE`) and name the lock in the spec's sandbox.images")
+    entry = read_lock(options.images_lock).tasks.get(task.task_id)
+    if entry is None:
+        raise BuildError(f"task {task.task_id}: not in the image lock {options.images_lock}; run `leafcost images "
+                         "lock` on this suite again")
+    return (entry.repo_digest, "IfNotPresent") if entry.repo_digest else (entry.id, "Never")
+
+
+def remove_run_pods(options: SandboxOptions, run_id: str | None) -> list[str]:
+    """The pods (and only those) a killed process of this run left: deleted by label selector."""
+    if run_id is None:
+        return []
+
+    async def sweep() -> list[str]:
+        cluster = KubeCluster(options)
+        try:
+            selector = f"{PREFIX}=1,{label_key('leafcost.run')}={label_value(run_id)}"
+            listed = await cluster.call(cluster.core.list_namespaced_pod, cluster.namespace, label_selector=selector)
+            names = [pod.metadata.name for pod in listed.items]
+            if names:
+                await cluster.call(cluster.core.delete_collection_namespaced_pod, cluster.namespace,
+                                   label_selector=selector, grace_period_seconds=0)
+            return [f"pod {name}" for name in names]
+        finally:
+            await cluster.close()
+    return asyncio.run(sweep())
+
+
+def require_cluster(options: SandboxOptions) -> None:
+    """Refuses a run whose cluster cannot be reached or whose namespace cannot be listed, saying which."""
+    try:
+        from kubernetes import client
+
+        client.CoreV1Api(client.ApiClient(client_configuration(options))).list_namespaced_pod(options.kube_namespace, limit=1,
+                                                                              _request_timeout=30)
+    except Exception as exc:  # noqa: BLE001 - any failure here means the run cannot use this cluster
+        raise SandboxError(f"the kubernetes backend cannot use namespace {options.kube_namespace!r}: "
+                           f"{type(exc).__name__}: {str(exc).strip()[:300]}") from None
+    if options.images_lock is None:
+        raise SandboxError("the kubernetes backend runs images by digest only: lock them first (`leafcost images "
+                           "lock SUITE`) and name the lock in the spec's sandbox.images")
+
+
+async def read_pod(cluster: KubeCluster, name: str) -> dict[str, Any] | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        pod = await cluster.call(cluster.core.read_namespaced_pod, name, cluster.namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise SandboxError(f"reading pod {name}: HTTP {exc.status} {_api_message(exc)}") from None
+    return cluster.core.api_client.sanitize_for_serialization(pod)
+
+
+async def pod_failure(cluster: KubeCluster, name: str) -> str:
+    """Why a pod stopped answering (evicted, OOM-killed, vanished), or '' while it looks healthy."""
+    try:
+        pod = await read_pod(cluster, name)
+    except SandboxError as exc:
+        return str(exc)
+    return "the pod vanished" if pod is None else describe_failure(pod)
+
+
+def describe_failure(pod: dict[str, Any]) -> str:
+    status = pod.get("status") or {}
+    parts = [status.get("reason"), status.get("message")]
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        if terminated:
+            parts.append(f"container {container.get('name')} {terminated.get('reason') or 'terminated'} "
+                         f"(exit {terminated.get('exitCode')})")
+    return "; ".join(str(p) for p in parts if p)
+
+
+async def delete_pod(cluster: KubeCluster, name: str) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    async with cluster.deleting:
+        try:
+            await cluster.call(cluster.core.delete_namespaced_pod, name, cluster.namespace, grace_period_seconds=0)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise SandboxError(f"deleting pod {name}: HTTP {exc.status} {_api_message(exc)}") from None
+
+
+async def put_file(cluster: KubeCluster, pod: str, path: str, data: bytes) -> None:
+    """One file into the pod as root, replaced whole, checked by its SHA-256 there."""
+    digest = hashlib.sha256(data).hexdigest()
+    target, temporary = shlex.quote(path), shlex.quote(f"{path}.{uuid.uuid4().hex[:8]}")
+    script = (f'mkdir -p "$(dirname {target})" && head -c {len(data)} > {temporary} && '
+              f'[ "$(sha256sum < {temporary} | cut -d" " -f1)" = {digest} ] && mv -f {temporary} {target} '
+              f'|| {{ rm -f {temporary}; echo "{path}: checksum mismatch after copy" >&2; exit 1; }}')
+    result = await cluster.run(pod, script, timeout=120, data=data)
+    if not result.ok:
+        raise SandboxError(f"copying {path} into pod {pod} failed: {result.stderr.strip()[-300:]}")
+
+
+async def put_tree(cluster: KubeCluster, pod: str, source: Path, target: str) -> None:
+    """A host directory of the task (tests/, solution/) into the pod at `target`, as one tar, checked."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(source, arcname=".", filter=_owned_by_root)
+    data = buffer.getvalue()
+    digest = hashlib.sha256(data).hexdigest()
+    where = shlex.quote(target)
+    script = (f"rm -rf {where} && mkdir -p {where} && t=$(mktemp) && head -c {len(data)} > \"$t\" && "
+              f'[ "$(sha256sum < "$t" | cut -d" " -f1)" = {digest} ] && tar -xf "$t" -C {where}; '
+              f'r=$?; rm -f "$t"; exit $r')
+    result = await cluster.run(pod, script, timeout=300, data=data)
+    if not result.ok:
+        raise SandboxError(f"copying {source.name}/ into pod {pod} at {target} failed: "
+                           f"{result.stderr.strip()[-300:]}")
+
+
+async def get_file(cluster: KubeCluster, pod: str, directory: str, name: str, limit: int) -> bytes | None:
+    """A regular file out of the pod (never a link), at most `limit` bytes, as tar over exec with its SHA-256
+    taken in the pod; None when it does not exist."""
+    where, quoted = shlex.quote(directory), shlex.quote(name)
+    script = (f"cd {where} 2>/dev/null || exit 3; [ -e {quoted} ] || [ -L {quoted} ] || exit 3; "
+              f"[ -f {quoted} ] && [ ! -L {quoted} ] || {{ echo 'not a regular file' >&2; exit 4; }}; "
+              f"sha256sum -- {quoted} >&2 && tar -cf - -- {quoted}")
+    result = await _run_bytes(cluster, pod, script, cap=limit + 64 * 1024)
+    code, data, stderr = result
+    if code == 3:
+        return None
+    if code != 0:
+        raise OSError(f"{name}: {stderr.strip()[-300:] or f'exit {code}'}")
+    if len(data) > limit + 64 * 1024:
+        raise OSError(f"{name} is larger than {limit} bytes")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            members = archive.getmembers()
+            if len(members) != 1 or not members[0].isreg():
+                raise OSError(f"{name} is not a regular file")
+            if members[0].size > limit:
+                raise OSError(f"{name} is larger than {limit} bytes")
+            handle = archive.extractfile(members[0])
+            content = handle.read() if handle is not None else b""
+    except tarfile.TarError as exc:
+        raise OSError(f"the tar stream of {name} is unreadable: {exc}") from None
+    said = stderr.split()[0] if stderr.split() else ""
+    if said != hashlib.sha256(content).hexdigest():
+        raise OSError(f"{name}: checksum mismatch between the pod and the copy")
+    return content
+
+
+async def _run_bytes(cluster: KubeCluster, pod: str, script: str, *, cap: int) -> tuple[int | None, bytes, str]:
+    """Like KubeCluster.run, for binary stdout (kept up to cap + 1 bytes, so an oversized one is told apart)."""
+    stream = await cluster.exec(pod, ["sh", "-s"], stdin=True)
+    out = bytearray()
+    try:
+        await stream.write(script.encode() + b"\nexit\n")
+        await stream.close_stdin()
+        while len(out) <= cap and (chunk := await stream.stdout.read(65536)):
+            out += chunk
+        if len(out) > cap:
+            return 1, bytes(out), "larger than the limit"
+        code = await asyncio.wait_for(stream.wait(), 60)
+    finally:
+        await stream.close()
+    return code, bytes(out), bytes(stream.stderr).decode("utf-8", "replace")
+
+
+def harness_script(command: str, cwd: str, env: dict[str, str], user: str | None) -> str:
+    """A harness command as the script `sh -s` reads from stdin: its directory, its environment, then the command
+    with stdin from /dev/null (the rest of our stream is never its input), as `user` when one is named."""
+    bad = [name for name in env if not ENV_NAME.fullmatch(name)]
+    if bad:
+        raise BuildError(f"environment variable name {bad[0]!r} is not a valid name")
+    lines = [f"cd -- {shlex.quote(cwd)} || exit 1"]
+    lines += [f"export {shlex.quote(f'{name}={value}')}" for name, value in env.items()]
+    run = ["sh", "-c", command]
+    if user is not None and user not in ("root", "0"):
+        run = ["python3", "-I", "-c", _AS_USER, user, *run]
+    lines.append(f"exec {shlex.join(run)} </dev/null")
+    return "\n".join(lines)
+
+
+def parse_cpu(text: str) -> float | None:
+    """cgroup v2 cpu.stat (usage_usec) or v1 cpuacct.usage (nanoseconds), in seconds."""
+    for line in text.splitlines():
+        if line.startswith("usage_usec "):
+            return int(line.split()[1]) / 1e6
+    stripped = text.strip()
+    return int(stripped) / 1e9 if stripped.isdigit() else None
+
+
+def _owned_by_root(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    member.uid = member.gid = 0
+    member.uname = member.gname = "root"
+    return member
+
+
+def _deadline(task: Task) -> float:
+    """The most an attempt's pod can live: building, the agent, the verifier, and slack for set-up and copies."""
+    config = task.config
+    return task.environment.build_timeout_sec + config.agent.timeout_sec + config.verifier.timeout_sec + 600
+
+
+def _workdir(environment) -> str:
+    import posixpath
+
+    return posixpath.normpath(posixpath.join("/", environment.workdir)) if environment.workdir else "/"
+
+
+def _condition(status: dict[str, Any], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def _container_ready(status: dict[str, Any]) -> bool:
+    return any(c.get("name") == CONTAINER and c.get("ready") for c in status.get("containerStatuses") or [])
+
+
+def _api_message(exc) -> str:
+    try:
+        return str(json.loads(exc.body).get("message"))[:300]
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason)
+
+
+def _in_cluster() -> bool:
+    return Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists()
