@@ -4,14 +4,19 @@ SGLang itself never shares leafcost's environment (it pins an older openai): we 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shlex
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from adapters.base import AdapterError, ArmStart, Lease, ServerSample, utcnow
 from adapters.openai_http import OpenAICompatibleAdapter
 from adapters.scrubbing import redact_values, scrub_start
+
+if TYPE_CHECKING:
+    from adapters.kube_lease import DeploymentGpus
 
 # What FrogNano needs from its server (shared/reference/costs.md); a missing parser looks like a bad model.
 EXPECTED_SERVER_ARGS = {"tool_call_parser": "qwen3_coder", "reasoning_parser": "qwen3"}
@@ -21,7 +26,8 @@ FROGNANO_MODEL_PATH = "microsoft/FrogNano-4B-2609"
 class SGLangAdapter(OpenAICompatibleAdapter):
     def __init__(self, *, base_url: str, model: str, sampling: dict[str, Any], gpu_type: str, gpu_count: int,
                  usd_per_gpu_hour: float, api_key_env: str | None = None, request_timeout_sec: float = 600.0,
-                 max_retries: int = 3, allow_unlisted_model: bool = False):
+                 max_retries: int = 3, allow_unlisted_model: bool = False,
+                 gpus_from: Callable[[], DeploymentGpus] | None = None):
         api_key = os.environ.get(api_key_env, "").strip() if api_key_env else None
         if api_key_env and not api_key:
             raise AdapterError("configuration", f"the arm reads its key from ${api_key_env}, which is not set: set "
@@ -31,6 +37,7 @@ class SGLangAdapter(OpenAICompatibleAdapter):
                          allow_unlisted_model=allow_unlisted_model)
         self.server_root = self.base_url.removesuffix("/v1")
         self.lease = Lease(kind="gpu", hardware=gpu_type, count=gpu_count, usd_per_hour=usd_per_gpu_hour)
+        self.gpus_from = gpus_from  # reads the lease's GPUs from a cluster's Deployment at start
 
     async def start(self) -> ArmStart:
         arm = await super().start()
@@ -39,9 +46,14 @@ class SGLangAdapter(OpenAICompatibleAdapter):
         warnings = list(arm.warnings) + parser_warnings(server_info)
         if server_info is not None and not server_info.get("enable_metrics", True):
             warnings.append("the server runs without --enable-metrics: no utilization or throughput samples")
+        config = dict(arm.config)
+        if self.gpus_from is not None:
+            held = await asyncio.to_thread(self.gpus_from)
+            self.lease = self.lease.model_copy(update={"hardware": held.hardware, "count": held.count})
+            config["gpu_from_deployment"] = held.model_dump(mode="json")
         self.lease = self.lease.model_copy(update={"started_at": utcnow()})
         arm = arm.model_copy(update={"server_info": server_info, "model_info": model_info, "lease": self.lease,
-                                     "warnings": warnings})
+                                     "warnings": warnings, "config": config})
         return scrub_start(arm, self.arm_secrets())
 
     async def sample_metrics(self) -> ServerSample | None:
