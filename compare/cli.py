@@ -26,7 +26,9 @@ BindOption = Annotated[list[str] | None, typer.Option(
 
 
 BackendOption = Annotated[str, typer.Option(
-    "--backend", help="local (bubblewrap over this host), podman or docker (each task's own container image)")]
+    "--backend", help="local (bubblewrap over this host), podman or docker (each task's own container image), or "
+    "kubernetes (the locked images in pods of --kube-namespace, by the current kubeconfig context)")]
+KubeNamespaceOption = Annotated[str, typer.Option("--kube-namespace", help="kubernetes: where the pods go")]
 NamespaceOption = Annotated[str | None, typer.Option(
     "--swebench-namespace", help="SWE-bench: the registry namespace of the instance images (default: each row's "
     "`image`, else swebench); 'none' names images built locally by SWE-bench's tools")]
@@ -37,15 +39,15 @@ ImagesOption = Annotated[Path | None, typer.Option(
 
 
 def sandbox_options(base_root: str, bind_ro: list[str] | None, unsafe: bool, backend: str = "local",
-                    images: Path | None = None):
-    from sandbox import SandboxError, SandboxOptions, require_backend
+                    images: Path | None = None, kube_namespace: str = "default"):
+    from sandbox import BACKENDS, SandboxError, SandboxOptions, require_backend
 
-    if backend not in ("local", "podman", "docker"):
-        fail(f"--backend {backend}: choose local, podman or docker", 2)
+    if backend not in BACKENDS:
+        fail(f"--backend {backend}: choose {', '.join(BACKENDS[:-1])} or {BACKENDS[-1]}", 2)
     if backend != "local" and (base_root != "host" or bind_ro or unsafe):
         fail(f"--base-root, --bind-ro and --unsafe-no-isolation apply to the local backend only, not {backend}", 2)
     if images is not None and (backend == "local" or not images.is_file()):
-        fail(f"--images {images}: " + ("an image lock applies to the podman and docker backends only"
+        fail(f"--images {images}: " + ("an image lock applies to the podman, docker and kubernetes backends only"
                                        if backend == "local" else "no such file"), 2)
     if base_root != "host" and not Path(base_root, "usr").is_dir():
         fail(f"--base-root {base_root}: not a root directory (no usr/ in it)", 2)
@@ -53,7 +55,7 @@ def sandbox_options(base_root: str, bind_ro: list[str] | None, unsafe: bool, bac
         if not os.path.isabs(path) or not os.path.isdir(path):
             fail(f"--bind-ro {path}: must be an existing absolute directory", 2)
     options = SandboxOptions(backend=backend, base_root=base_root, extra_ro_binds=list(bind_ro or []),
-                             unsafe_no_isolation=unsafe, images_lock=images)
+                             unsafe_no_isolation=unsafe, images_lock=images, kube_namespace=kube_namespace)
     try:
         require_backend(options)
     except SandboxError as exc:
@@ -76,9 +78,10 @@ def validate(
     unsafe_no_isolation: UnsafeOption = False,
     backend: BackendOption = "local",
     images: ImagesOption = None,
+    kube_namespace: KubeNamespaceOption = "default",
 ) -> None:
     """Prove every task solvable (oracle resolves) and not solved by doing nothing (empty run fails)."""
-    options = sandbox_options(base_root, bind_ro, unsafe_no_isolation, backend, images)
+    options = sandbox_options(base_root, bind_ro, unsafe_no_isolation, backend, images, kube_namespace)
     report = _validate(suite, workers, swebench_images(swebench_namespace, swebench_tag), options, as_json)
     raise typer.Exit(0 if report.invalid == 0 else 1)
 

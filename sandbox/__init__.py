@@ -7,14 +7,14 @@ from sandbox.grading import GradeResult, Verification, run_oracle, verify
 from sandbox.harbor import TaskFormatError, load_harbor_task
 from sandbox.leaf_tools import LEAF_TOOL_NAMES, LEAF_TOOLS, bash_arguments
 from sandbox.local import LocalSandbox, require_isolation
-from sandbox.protocol import (BuildError, ExecResult, OpenedSandbox, Sandbox, SandboxError, SandboxOptions,
+from sandbox.protocol import (BACKENDS, BuildError, ExecResult, OpenedSandbox, Sandbox, SandboxError, SandboxOptions,
                               SandboxSpec, write_file)
 from sandbox.suites import BUILTIN_SUITE, load_suite
 from sandbox.swebench import SWEBenchImages
 from sandbox.tasks import Suite, SuiteError, Task, TaskLoadError
 
 __all__ = [
-    "BUILTIN_SUITE", "BuildError", "BuiltEnvironment", "ExecResult", "GradeResult", "LEAF_TOOLS",
+    "BACKENDS", "BUILTIN_SUITE", "BuildError", "BuiltEnvironment", "ExecResult", "GradeResult", "LEAF_TOOLS",
     "LEAF_TOOL_NAMES", "LocalSandbox", "OpenedSandbox", "Sandbox", "SandboxError", "SandboxOptions", "SandboxSpec",
     "SWEBenchImages", "Suite", "SuiteError", "Task", "TaskFormatError", "TaskLoadError", "Verification", "bash_arguments",
     "build_environment", "close_backend", "load_harbor_task", "load_suite", "open_sandbox", "remove_leftovers", "require_backend",

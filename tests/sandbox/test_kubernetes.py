@@ -188,3 +188,29 @@ def test_a_run_removes_the_pods_it_left_and_no_one_elses(kube_instant):
     left = {p["metadata"]["name"] for p in kube.pods() if not p["metadata"].get("deletionTimestamp")}
     assert left == {"other-run-0", "other-run-1"}
     assert remove_run_pods(options_for(kube), None) == []
+
+
+def test_leafcost_validate_proves_the_builtin_suite_through_pods(kube_containers, builtin_lock, tmp_path):
+    """As a user runs it, with the kubeconfig in $KUBECONFIG: every task valid, and no pod left."""
+    import os
+
+    kube = kube_containers
+    done = subprocess.run([str(LEAFCOST), "validate", "builtin", "--backend", "kubernetes", "--images",
+                           str(builtin_lock), "--kube-namespace", kube.namespace, "--workers", "4", "--json"],
+                          capture_output=True, text=True, timeout=1800, cwd=tmp_path,
+                          env={**os.environ, "KUBECONFIG": str(kube.kubeconfig)})
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (report["valid"], report["invalid"]) == (12, 0)
+    assert [p for p in kube.pods() if not p["metadata"].get("deletionTimestamp")] == []
+    assert len(kube.seen.created) == 24  # an oracle pod and an empty-run pod per task
+
+
+def test_the_kubernetes_backend_without_an_image_lock_is_refused_at_once(kube_instant, tmp_path):
+    import os
+
+    done = subprocess.run([str(LEAFCOST), "validate", "builtin", "--backend", "kubernetes", "--kube-namespace",
+                           kube_instant.namespace], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "KUBECONFIG": str(kube_instant.kubeconfig)})
+    assert done.returncode == 2 and "by digest only" in done.stderr and "leafcost images lock" in done.stderr
+    assert kube_instant.seen.created == []
