@@ -84,7 +84,9 @@ class OpenAICompatibleAdapter:
             if self.secrets:
                 headers["Authorization"] = f"Bearer {self.secrets[0]}"
             self._session = aiohttp.ClientSession(
-                headers=headers, connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                # Idle connections are dropped before uvicorn's 5 s keep-alive (SGLang, a LiteLLM proxy) closes
+                # them: a reused connection the server already closed fails the call as a connection error.
+                headers=headers, connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=4.0),
                 timeout=aiohttp.ClientTimeout(total=None, connect=10.0))
             self._session_loop = loop
         return self._session
