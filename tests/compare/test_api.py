@@ -63,7 +63,8 @@ def test_health_runs_and_a_run(client, run):
     assert (listed[run_id]["tasks"], listed[run_id]["seeds"], listed[run_id]["status"]) == (3, 2, "finished")
     detail = client.get(f"/runs/{run_id}").json()
     assert detail["spec"]["arms"][0]["gpu"] == {"type": "H200", "count": 1, "usd_per_hour": 3.5,
-                                                "saturation_tokens_per_sec": None}
+                                                "saturation_tokens_per_sec": None, "from_deployment": None,
+                                                "namespace": "default", "kubeconfig": None, "context": None}
     assert sorted(detail["task_ids"]) == ["calc-a", "calc-b", "calc-c"]
     arms = {a["arm"]: a for a in detail["arms"]}
     assert arms["frognano"]["adapter"] == "sglang" and arms["frognano"]["endpoint"].startswith("http://")
