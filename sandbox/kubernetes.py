@@ -15,26 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import io
 import json
+import posixpath
 import shlex
-import tarfile
 import time
 import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from sandbox.kube_exec import ExecError, ExecStream, session_for
+from sandbox.kube_files import copy_artifact, get_file, put_file, put_tree
 from sandbox.kube_manifests import (CONTAINER, PREFIX, attempt_pod, deny_network_policy, label_key, label_value)
-from sandbox.container import ENV_NAME, PREPARE, RESET_VERIFIER
+from sandbox.container import ARTIFACTS_DIR, ENV_NAME, PREPARE, RESET_VERIFIER
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
 from sandbox.protocol import BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec
 from sandbox.runner_client import RUNNER_IN_SANDBOX, RunnerClient
 from sandbox.runner_sandbox import RunnerSandbox
-from sandbox.tasks import Task
+from sandbox.tasks import EnvironmentConfig, Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
 
 API_THREADS = 16  # the official client is synchronous: its calls run here, never on the event loop
@@ -76,13 +75,16 @@ while [ $i -lt 100 ]; do
   i=$((i+1)); sleep 0.05
 done
 echo "processes survived 100 rounds of kill -KILL" >&2; exit 1"""
-# The container backend's set-up, after a check only a pod needs: exec cannot choose its user, so it must be root.
-_PREPARE = """[ "$(id -u)" = 0 ] || { echo "the image runs as user $(id -u), not root: the kubernetes backend needs root \
+# Exec cannot choose its user, so the pod's must be root for the set-up; the agent can still run as agent.user.
+_AS_ROOT = """[ "$(id -u)" = 0 ] || { echo "the image runs as user $(id -u), not root: the kubernetes backend needs root \
 for Harbor's set-up (the agent can still run as the task's agent.user)" >&2; exit 1; }
 echo "workdir=$(pwd)"
-""" + _LIST + """
-set -- "$(pwd)"
+""" + _LIST + "\n"
+# The agent's pod: the container backend's set-up (log directories, python3, the git baseline).
+_PREPARE = _AS_ROOT + """set -- "$(pwd)"
 """ + PREPARE
+# A separate verifier's pod: only Harbor's verifier directories.
+_VERIFIER_PREPARE = _AS_ROOT + RESET_VERIFIER
 _CPU = "cat /sys/fs/cgroup/cpu.stat 2>/dev/null || cat /sys/fs/cgroup/cpuacct/cpuacct.usage 2>/dev/null"
 
 
@@ -128,11 +130,11 @@ class KubeCluster:
         return await ExecStream.open(self.session, self.configuration, self.namespace, pod, CONTAINER, command,
                                      stdin=stdin)
 
-    async def run(self, pod: str, script: str, *, timeout: float, data: bytes | None = None,
+    async def run(self, pod: str, script: str, *, timeout: float, data: bytes | IO[bytes] | None = None,
                   cap: int = STREAM_CAP_BYTES) -> ExecResult:
         """`script` as the container's user (root): read by `sh -s` from stdin, so nothing of it (directories,
-        environment values) is in the exec URL; or, with `data` for its stdin, as `sh -c` (then it must hold no
-        secret). stdout kept up to `cap`."""
+        environment values) is in the exec URL; or, with `data` (bytes, or a file read to its end) for its stdin,
+        as `sh -c` (then it must hold no secret). stdout kept up to `cap`."""
         started = time.monotonic()
         if data is None:  # the trailing exit: where stdin cannot be closed alone (v4), the shell ends anyway
             command, data = ["sh", "-s"], script.encode() + b"\nexit\n"
@@ -141,7 +143,11 @@ class KubeCluster:
         stream = await self.exec(pod, command, stdin=True)
         out, dropped, timed_out = bytearray(), 0, False
         try:
-            await stream.write(data)
+            if isinstance(data, bytes):
+                await stream.write(data)
+            else:
+                while chunk := data.read(1 << 20):
+                    await stream.write(chunk)
             await stream.close_stdin()
 
             async def drain() -> None:
@@ -287,7 +293,8 @@ class _StdinWriter:
 
 
 class PodOpened:
-    """One attempt's pod as the `OpenedSandbox` protocol."""
+    """One attempt's pods as the `OpenedSandbox` protocol: the agent's, then, in Harbor's separate mode, the
+    verifier's own pod from its locked image with only the task's artifacts copied over."""
 
     def __init__(self, cluster: KubeCluster, task: Task, options: SandboxOptions, image: str, pull_policy: str,
                  labels: dict[str, str], spec: SandboxSpec):
@@ -295,66 +302,57 @@ class PodOpened:
         self.labels, self.spec, self.spec_hash = labels, spec, spec.digest()
         self.start_seconds = 0.0
         verifier_user = task.config.verifier.user
-        self.verifier_user: str | None = None if verifier_user is None else str(verifier_user)
+        self.verifier_user: str | None = "root" if verifier_user is None else str(verifier_user)  # as Harbor's
         self.agent_user = None if task.config.agent.user is None else str(task.config.agent.user)
-        self.pod = f"leafcost-{uuid.uuid4().hex[:16]}"
-        self.created = False
+        self.pod = f"leafcost-{uuid.uuid4().hex[:16]}"  # the agent's
+        self.pods: list[str] = []  # every pod created for the attempt, removed at close
         self.sandbox: PodSandbox
         self.workdir = "/"
         self.has_python = False
         self.spare = ""  # the processes the pod had before the agent: never killed
-        self._cpu: float | None = None  # the pod's cgroup CPU at the last stop: it counts every sandbox of it
+        self._cpu: dict[str, float | None] = {}  # each pod's cgroup CPU at its last stop (every sandbox of it)
         self._closed = False
 
     def cpu_seconds(self) -> float | None:
-        return self._cpu
+        used = list(self._cpu.values())
+        return None if not used or None in used else sum(used)  # type: ignore[arg-type]
 
     async def open(self, solution: bool) -> None:
         if solution and self.task.solution_dir is None:
             raise FileNotFoundError(f"task {self.task.task_id} has no solution/solve.sh")
-        if self.task.config.verifier_mode == "separate":
-            raise BuildError(f"task {self.task.task_id}: a separate verifier environment is not supported by the "
-                             "kubernetes backend yet; run it with the podman or docker backend")
         environment = self.task.environment
-        if not environment.allow_internet:
-            await self.cluster.ensure_no_network_policy()
-        manifest = attempt_pod(name=self.pod, namespace=self.cluster.namespace, image=self.image,
-                               environment=environment, workdir=_workdir(environment), labels=self.labels,
-                               spec_hash=self.spec_hash, deadline_sec=_deadline(self.task))
-        manifest["spec"]["containers"][0]["imagePullPolicy"] = self.pull_policy
-        if not environment.workdir:
-            del manifest["spec"]["containers"][0]["workingDir"]  # the image's own WORKDIR
-        async with self.cluster.creating:  # held until the pod is scheduled, not until it runs
-            await self._create(manifest)
-            await self._wait(scheduled_only=True)
-        await self._wait(scheduled_only=False)
-        prepared = await self._root(_PREPARE, timeout=300)
-        facts = dict(line.split("=", 1) for line in prepared.stdout.splitlines() if "=" in line)
+        await self._make_pod(self.pod, self.image, self.pull_policy, environment, role="agent")
+        prepared = await self._root(self.pod, _PREPARE, timeout=300)
+        facts = _facts(prepared)
         self.has_python, self.spare = facts.get("python3") == "yes", facts.get("spare", "").strip()
         self.workdir = _workdir(environment) if environment.workdir else facts.get("workdir") or "/"
         if solution:
             await put_tree(self.cluster, self.pod, self.task.solution_dir, "/solution")
-        self.sandbox = await self._attach()
+        self.sandbox = await self._attach(self.pod, self.agent_user, self.workdir, self.spare)
 
     async def quiesce(self) -> None:
         await self.stop()
-        self.sandbox = await self._attach()
+        self.sandbox = await self._attach(self.pod, self.agent_user, self.workdir, self.spare)
 
     async def start_verifier(self) -> None:
         await self.stop()
-        await self._root(RESET_VERIFIER, timeout=120)
-        await put_tree(self.cluster, self.pod, self.task.tests_dir, "/tests")
-        self.sandbox = await self._attach()
+        if self.task.config.verifier_mode == "separate":
+            pod, workdir, spare = await self._open_verifier_pod()
+        else:
+            pod, workdir, spare = self.pod, self.workdir, self.spare
+            await self._root(pod, RESET_VERIFIER, timeout=120)
+        await put_tree(self.cluster, pod, self.task.tests_dir, "/tests")
+        self.sandbox = await self._attach(pod, self.agent_user, workdir, spare)
 
     async def stop(self) -> None:
         if not self.sandbox.closed:
-            self._cpu = await self.sandbox.measure()
+            self._cpu[self.sandbox.pod] = await self.sandbox.measure()
             await self.sandbox.close()
 
     async def read_verifier_file(self, name: str, limit: int) -> bytes | None:
         if "/" in name or name in ("", ".", ".."):
             raise OSError(f"not a file name: {name!r}")
-        return await get_file(self.cluster, self.pod, "/logs/verifier", name, limit)
+        return await get_file(self.cluster, self.sandbox.pod, "/logs/verifier", name, limit)
 
     async def close(self) -> None:
         if self._closed:
@@ -362,10 +360,40 @@ class PodOpened:
         self._closed = True
         if (sandbox := getattr(self, "sandbox", None)) is not None:
             await sandbox._stop_runner()
-        if self.created:
-            await delete_pod(self.cluster, self.pod)
+        await asyncio.gather(*(delete_pod(self.cluster, pod) for pod in self.pods))
 
-    async def _create(self, manifest: dict[str, Any]) -> None:
+    async def _open_verifier_pod(self) -> tuple[str, str, str]:
+        """Harbor's separate mode: a fresh pod from the verifier's locked image, its directories made, then the
+        artifacts (/logs/artifacts and the task's `artifacts`) copied from the agent's pod, whose processes are
+        gone. Returns the pod, its working directory and the processes it started with."""
+        environment = self.task.config.verifier_environment or self.task.environment
+        image, pull_policy = locked_image(self.task, self.options, kind="verifiers")
+        pod = f"{self.pod}-verifier"
+        await self._make_pod(pod, image, pull_policy, environment, role="verifier")
+        facts = _facts(await self._root(pod, _VERIFIER_PREPARE, timeout=300))
+        paths = [ARTIFACTS_DIR] + [a if isinstance(a, str) else a.source for a in self.task.config.artifacts]
+        for path in dict.fromkeys(posixpath.normpath(p) for p in paths):
+            await copy_artifact(self.cluster, self.pod, pod, path)
+        workdir = _workdir(environment) if environment.workdir else facts.get("workdir") or "/"
+        return pod, workdir, facts.get("spare", "").strip()
+
+    async def _make_pod(self, name: str, image: str, pull_policy: str, environment: EnvironmentConfig, *,
+                        role: str) -> None:
+        """One pod of the attempt, created and waited for until its container is ready."""
+        if not environment.allow_internet:
+            await self.cluster.ensure_no_network_policy()
+        manifest = attempt_pod(name=name, namespace=self.cluster.namespace, image=image, environment=environment,
+                               workdir=_workdir(environment), labels={**self.labels, "leafcost.role": role},
+                               spec_hash=self.spec_hash, deadline_sec=_deadline(self.task))
+        manifest["spec"]["containers"][0]["imagePullPolicy"] = pull_policy
+        if not environment.workdir:
+            del manifest["spec"]["containers"][0]["workingDir"]  # the image's own WORKDIR
+        async with self.cluster.creating:  # held until the pod is scheduled, not until it runs
+            await self._create(name, manifest)
+            await self._wait(name, image, scheduled_only=True)
+        await self._wait(name, image, scheduled_only=False)
+
+    async def _create(self, name: str, manifest: dict[str, Any]) -> None:
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -374,44 +402,44 @@ class PodOpened:
             if exc.status in (400, 403, 404, 422):  # the request itself is refused: retrying cannot help
                 raise BuildError(f"task {self.task.task_id}: the API server refused its pod: HTTP {exc.status} "
                                  f"{_api_message(exc)}") from None
-            raise SandboxError(f"creating pod {self.pod}: HTTP {exc.status} {_api_message(exc)}") from None
-        self.created = True
+            raise SandboxError(f"creating pod {name}: HTTP {exc.status} {_api_message(exc)}") from None
+        self.pods.append(name)
 
-    async def _wait(self, *, scheduled_only: bool) -> None:
+    async def _wait(self, name: str, image: str, *, scheduled_only: bool) -> None:
         """Until the pod is scheduled (or its container ready); an image that cannot be pulled is a task error
         naming the image, a pod that failed or vanished an infrastructure error with its reason."""
         deadline = time.monotonic() + self.task.environment.build_timeout_sec
         while True:
-            pod = await read_pod(self.cluster, self.pod)
+            pod = await read_pod(self.cluster, name)
             if pod is None:
-                raise SandboxError(f"pod {self.pod} vanished before it was ready")
+                raise SandboxError(f"pod {name} vanished before it was ready")
             status = pod.get("status") or {}
             waiting = [(s.get("state") or {}).get("waiting") or {} for s in status.get("containerStatuses") or []]
             pulled = next((w for w in waiting if w.get("reason") in IMAGE_ERRORS), None)
             if pulled is not None:
-                raise BuildError(f"task {self.task.task_id}: image {self.image} cannot be had: "
+                raise BuildError(f"task {self.task.task_id}: image {image} cannot be had: "
                                  f"{pulled.get('reason')}: {(pulled.get('message') or '').strip()[:300]}")
             if status.get("phase") in ("Failed", "Succeeded"):
-                raise SandboxError(f"pod {self.pod} ended before it was ready: {describe_failure(pod)}")
+                raise SandboxError(f"pod {name} ended before it was ready: {describe_failure(pod)}")
             if scheduled_only and (_condition(status, "PodScheduled") or (pod.get("spec") or {}).get("nodeName")):
                 return
             if not scheduled_only and status.get("phase") == "Running" and _container_ready(status):
                 return
             if time.monotonic() > deadline:
-                raise SandboxError(f"pod {self.pod} not ready after {self.task.environment.build_timeout_sec:.0f}s "
+                raise SandboxError(f"pod {name} not ready after {self.task.environment.build_timeout_sec:.0f}s "
                                    f"(phase {status.get('phase')})")
             await asyncio.sleep(POLL_SEC)
 
-    async def _root(self, script: str, *, timeout: float) -> ExecResult:
-        result = await self.cluster.run(self.pod, script, timeout=timeout)
+    async def _root(self, pod: str, script: str, *, timeout: float) -> ExecResult:
+        result = await self.cluster.run(pod, script, timeout=timeout)
         if not result.ok:
             raise SandboxError(f"task {self.task.task_id}: preparing the pod failed (exit {result.exit_code}): "
                                f"{(result.stderr or result.stdout).strip()[-500:]}")
         return result
 
-    async def _attach(self) -> PodSandbox:
-        return PodSandbox(self.cluster, self.pod, user=self.agent_user, workdir=self.workdir,
-                          has_python=self.has_python, image=self.image, spare=self.spare)
+    async def _attach(self, pod: str, user: str | None, workdir: str, spare: str) -> PodSandbox:
+        return PodSandbox(self.cluster, pod, user=user, workdir=workdir, has_python=self.has_python,
+                          image=self.image, spare=spare)
 
 
 async def open_kube_sandbox(task: Task, options: SandboxOptions, *, solution: bool = False,
@@ -433,18 +461,20 @@ async def open_kube_sandbox(task: Task, options: SandboxOptions, *, solution: bo
     return opened
 
 
-def locked_image(task: Task, options: SandboxOptions) -> tuple[str, str]:
-    """The task's image by digest from the image lock, and the pull policy: a registry digest is pulled when
-    missing; an image only built locally (no registry digest) must already be on the nodes, by its ID."""
+def locked_image(task: Task, options: SandboxOptions, kind: str = "tasks") -> tuple[str, str]:
+    """The task's image (`kind` "tasks") or its separate verifier's ("verifiers") by digest from the image lock,
+    and the pull policy: a registry digest is pulled when missing; an image only built locally (no registry
+    digest) must already be on the nodes, by its ID."""
     from sandbox.images import read_lock
 
     if options.images_lock is None:
         raise BuildError("the kubernetes backend runs images by digest only: lock them first (`leafcost images "
                          "lock SUITE`) and name the lock in the spec's sandbox.images")
-    entry = read_lock(options.images_lock).tasks.get(task.task_id)
+    entry = getattr(read_lock(options.images_lock), kind).get(task.task_id)
     if entry is None:
-        raise BuildError(f"task {task.task_id}: not in the image lock {options.images_lock}; run `leafcost images "
-                         "lock` on this suite again")
+        what = "" if kind == "tasks" else "'s verifier"
+        raise BuildError(f"task {task.task_id}{what}: not in the image lock {options.images_lock}; run `leafcost "
+                         "images lock` on this suite again")
     return (entry.repo_digest, "IfNotPresent") if entry.repo_digest else (entry.id, "Never")
 
 
@@ -526,84 +556,6 @@ async def delete_pod(cluster: KubeCluster, name: str) -> None:
                 raise SandboxError(f"deleting pod {name}: HTTP {exc.status} {_api_message(exc)}") from None
 
 
-async def put_file(cluster: KubeCluster, pod: str, path: str, data: bytes) -> None:
-    """One file into the pod as root, replaced whole, checked by its SHA-256 there."""
-    digest = hashlib.sha256(data).hexdigest()
-    target, temporary = shlex.quote(path), shlex.quote(f"{path}.{uuid.uuid4().hex[:8]}")
-    script = (f'mkdir -p "$(dirname {target})" && head -c {len(data)} > {temporary} && '
-              f'[ "$(sha256sum < {temporary} | cut -d" " -f1)" = {digest} ] && mv -f {temporary} {target} '
-              f'|| {{ rm -f {temporary}; echo "{path}: checksum mismatch after copy" >&2; exit 1; }}')
-    result = await cluster.run(pod, script, timeout=120, data=data)
-    if not result.ok:
-        raise SandboxError(f"copying {path} into pod {pod} failed: {result.stderr.strip()[-300:]}")
-
-
-async def put_tree(cluster: KubeCluster, pod: str, source: Path, target: str) -> None:
-    """A host directory of the task (tests/, solution/) into the pod at `target`, as one tar, checked."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(source, arcname=".", filter=_owned_by_root)
-    data = buffer.getvalue()
-    digest = hashlib.sha256(data).hexdigest()
-    where = shlex.quote(target)
-    script = (f"rm -rf {where} && mkdir -p {where} && t=$(mktemp) && head -c {len(data)} > \"$t\" && "
-              f'[ "$(sha256sum < "$t" | cut -d" " -f1)" = {digest} ] && tar -xf "$t" -C {where}; '
-              f'r=$?; rm -f "$t"; exit $r')
-    result = await cluster.run(pod, script, timeout=300, data=data)
-    if not result.ok:
-        raise SandboxError(f"copying {source.name}/ into pod {pod} at {target} failed: "
-                           f"{result.stderr.strip()[-300:]}")
-
-
-async def get_file(cluster: KubeCluster, pod: str, directory: str, name: str, limit: int) -> bytes | None:
-    """A regular file out of the pod (never a link), at most `limit` bytes, as tar over exec with its SHA-256
-    taken in the pod; None when it does not exist."""
-    where, quoted = shlex.quote(directory), shlex.quote(name)
-    script = (f"cd {where} 2>/dev/null || exit 3; [ -e {quoted} ] || [ -L {quoted} ] || exit 3; "
-              f"[ -f {quoted} ] && [ ! -L {quoted} ] || {{ echo 'not a regular file' >&2; exit 4; }}; "
-              f"sha256sum -- {quoted} >&2 && tar -cf - -- {quoted}")
-    result = await _run_bytes(cluster, pod, script, cap=limit + 64 * 1024)
-    code, data, stderr = result
-    if code == 3:
-        return None
-    if code != 0:
-        raise OSError(f"{name}: {stderr.strip()[-300:] or f'exit {code}'}")
-    if len(data) > limit + 64 * 1024:
-        raise OSError(f"{name} is larger than {limit} bytes")
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            members = archive.getmembers()
-            if len(members) != 1 or not members[0].isreg():
-                raise OSError(f"{name} is not a regular file")
-            if members[0].size > limit:
-                raise OSError(f"{name} is larger than {limit} bytes")
-            handle = archive.extractfile(members[0])
-            content = handle.read() if handle is not None else b""
-    except tarfile.TarError as exc:
-        raise OSError(f"the tar stream of {name} is unreadable: {exc}") from None
-    said = stderr.split()[0] if stderr.split() else ""
-    if said != hashlib.sha256(content).hexdigest():
-        raise OSError(f"{name}: checksum mismatch between the pod and the copy")
-    return content
-
-
-async def _run_bytes(cluster: KubeCluster, pod: str, script: str, *, cap: int) -> tuple[int | None, bytes, str]:
-    """Like KubeCluster.run, for binary stdout (kept up to cap + 1 bytes, so an oversized one is told apart)."""
-    stream = await cluster.exec(pod, ["sh", "-s"], stdin=True)
-    out = bytearray()
-    try:
-        await stream.write(script.encode() + b"\nexit\n")
-        await stream.close_stdin()
-        while len(out) <= cap and (chunk := await stream.stdout.read(65536)):
-            out += chunk
-        if len(out) > cap:
-            return 1, bytes(out), "larger than the limit"
-        code = await asyncio.wait_for(stream.wait(), 60)
-    finally:
-        await stream.close()
-    return code, bytes(out), bytes(stream.stderr).decode("utf-8", "replace")
-
-
 def harness_script(command: str, cwd: str, env: dict[str, str], user: str | None) -> str:
     """A harness command as the script `sh -s` reads from stdin: its directory, its environment, then the command
     with stdin from /dev/null (the rest of our stream is never its input), as `user` when one is named."""
@@ -628,21 +580,18 @@ def parse_cpu(text: str) -> float | None:
     return int(stripped) / 1e9 if stripped.isdigit() else None
 
 
-def _owned_by_root(member: tarfile.TarInfo) -> tarfile.TarInfo:
-    member.uid = member.gid = 0
-    member.uname = member.gname = "root"
-    return member
-
-
 def _deadline(task: Task) -> float:
     """The most an attempt's pod can live: building, the agent, the verifier, and slack for set-up and copies."""
     config = task.config
     return task.environment.build_timeout_sec + config.agent.timeout_sec + config.verifier.timeout_sec + 600
 
 
-def _workdir(environment) -> str:
-    import posixpath
+def _facts(prepared: ExecResult) -> dict[str, str]:
+    """The `name=value` lines a set-up script printed."""
+    return dict(line.split("=", 1) for line in prepared.stdout.splitlines() if "=" in line)
 
+
+def _workdir(environment: EnvironmentConfig) -> str:
     return posixpath.normpath(posixpath.join("/", environment.workdir)) if environment.workdir else "/"
 
 

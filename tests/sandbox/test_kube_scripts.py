@@ -69,7 +69,8 @@ def test_images_come_from_the_lock_only(tmp_path):
     lock.write_text('{"format": 1, "engine": "podman", "tasks": {'
                     '"pulled": {"image": "python:3.12", "id": "sha256:' + "1" * 64 + '", '
                     '"repo_digest": "docker.io/library/python@sha256:' + "2" * 64 + '"}, '
-                    '"built": {"image": "leafcost-env:x", "id": "sha256:' + "3" * 64 + '"}}}')
+                    '"built": {"image": "leafcost-env:x", "id": "sha256:' + "3" * 64 + '"}}, '
+                    '"verifiers": {"built": {"image": "leafcost-verifier:x", "id": "sha256:' + "4" * 64 + '"}}}')
 
     class Named:
         def __init__(self, task_id):
@@ -83,3 +84,6 @@ def test_images_come_from_the_lock_only(tmp_path):
         locked_image(Named("other"), options)
     with pytest.raises(BuildError, match="by digest only"):
         locked_image(Named("pulled"), SandboxOptions(backend="kubernetes"))
+    assert locked_image(Named("built"), options, kind="verifiers") == ("sha256:" + "4" * 64, "Never")
+    with pytest.raises(BuildError, match="task pulled's verifier: not in the image lock"):
+        locked_image(Named("pulled"), options, kind="verifiers")

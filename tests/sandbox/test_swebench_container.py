@@ -262,3 +262,30 @@ def test_a_patch_over_the_capture_cap_gives_no_verdict_and_starts_no_verifier(in
     assert verification.grade.error == "patch_unavailable" and verification.grade.resolved is False
     assert verification.grade.detail.startswith("no patch to grade: the patch exceeds")
     assert len(containers) == 1  # the agent's only
+
+
+def test_every_instance_validates_through_pods_each_graded_in_a_verifier_pod_of_its_own(instance_images, tmp_path):
+    """The same rows through the kubernetes backend (the stand-in API server, whose pods are real containers of
+    the locked instance images): each attempt is an agent's pod and a separate verifier pod from the same image,
+    swebench's verdicts are those Podman gives, and no pod is left."""
+    from support.kube_fake import KubeFake
+
+    env = {"PATH": "/usr/sbin:/usr/bin:/bin", "HOME": str(tmp_path), "LEAFCOST_CACHE": str(tmp_path / "cache")}
+    lock = tmp_path / "images.lock.json"
+    locked = subprocess.run([str(LEAFCOST), "images", "lock", str(ROWS), "-o", str(lock)], capture_output=True,
+                            text=True, timeout=600, cwd=tmp_path, env=env)
+    assert locked.returncode == 0, locked.stderr
+    assert set(json.loads(lock.read_text())["verifiers"]) == set(rows())
+    with KubeFake(mode="container") as kube:
+        result = subprocess.run([str(LEAFCOST), "validate", str(ROWS), "--backend", "kubernetes", "--images",
+                                 str(lock), "--kube-namespace", kube.namespace, "--workers", "2", "--json"],
+                                capture_output=True, text=True, timeout=1800, cwd=tmp_path,
+                                env={**env, "KUBECONFIG": str(kube.kubeconfig)})
+        report = json.loads(result.stdout)
+        created, left = kube.seen.created, [p for p in kube.pods() if not p["metadata"].get("deletionTimestamp")]
+    assert result.returncode == 0, [t["error"] for t in report["tasks"] if not t["valid"]]
+    assert (report["valid"], report["invalid"]) == (4, 0)
+    assert all(t["oracle_resolved"] is True and t["empty_resolved"] is False for t in report["tasks"])
+    verifiers = [name for name in created if name.endswith("-verifier")]
+    assert len(created) == 16 and len(verifiers) == 8  # instances × (gold, empty) × (agent, verifier)
+    assert left == []

@@ -1,0 +1,134 @@
+"""Harbor's separate verifier mode through the kubernetes backend: the verifier gets a pod of its own from its
+locked image, and only the task's artifacts cross over from the agent's pod, as regular files and directories
+under the artifact's path, whatever tar the agent's pod hands over."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from sandbox import SandboxOptions, load_suite, open_sandbox, verify, write_file
+from sandbox.kube_files import _only_files_under
+from sandbox.kubernetes import close_clusters
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "harbor" / "separate-verifier"
+LEAFCOST = Path(sys.executable).with_name("leafcost")
+LABELS = {"leafcost.run": "kube-separate", "leafcost.arm": "oracle", "leafcost.task": "separate-verifier",
+          "leafcost.seed": "0", "leafcost.attempt": "1"}
+
+
+def _tar(*members: tuple[str, str, bytes | str]) -> io.BytesIO:
+    """A tar of (name, kind, content): kind "file" (content its bytes), "dir", "symlink" or "link" (content the
+    target)."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as archive:
+        for name, kind, content in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(content)
+                archive.addfile(info, io.BytesIO(content))  # type: ignore[arg-type]
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE, "link": tarfile.LNKTYPE}[kind]
+            info.linkname = content if isinstance(content, str) else ""
+            archive.addfile(info)
+    data.seek(0)
+    return data
+
+
+def test_only_regular_files_and_directories_under_the_artifact_cross_over():
+    raw = _tar(("artifacts", "dir", b""), ("artifacts/log.txt", "file", b"kept"),
+               ("artifacts/sub", "dir", b""), ("artifacts/sub/deep.txt", "file", b"deep"),
+               ("artifacts/to-verifier", "symlink", "/logs/verifier"),
+               ("artifacts/to-verifier/reward.txt", "file", b"1"),
+               ("artifacts/hard", "link", "artifacts/log.txt"),
+               ("artifacts/../verifier/reward.txt", "file", b"1"), ("/logs/verifier/reward.json", "file", b"{}"),
+               ("artifacts-evil/x", "file", b"prefix, not the path"), ("tests/test.sh", "file", b"exit 0"))
+    clean = io.BytesIO()
+    left_out = _only_files_under(raw, clean, "artifacts")
+    assert left_out is not None
+    clean.seek(0)
+    with tarfile.open(fileobj=clean) as archive:
+        kept = {m.name: (m.type, archive.extractfile(m).read() if m.isreg() else None) for m in archive}
+    # The file "behind" the planted link stays a file under the artifact: without the link, tar makes a directory.
+    assert kept == {"artifacts": (tarfile.DIRTYPE, None), "artifacts/log.txt": (tarfile.REGTYPE, b"kept"),
+                    "artifacts/sub": (tarfile.DIRTYPE, None), "artifacts/sub/deep.txt": (tarfile.REGTYPE, b"deep"),
+                    "artifacts/to-verifier/reward.txt": (tarfile.REGTYPE, b"1")}
+    assert sorted(left_out) == ["/logs/verifier/reward.json", "artifacts-evil/x", "artifacts/../verifier/reward.txt",
+                                "artifacts/hard", "artifacts/to-verifier", "tests/test.sh"]
+
+
+@pytest.fixture(scope="module")
+def separate_suite(container_images, tmp_path_factory) -> tuple[Path, Path]:
+    """The separate-verifier fixture as a one-task suite, its agent and verifier images locked by ID."""
+    root = tmp_path_factory.mktemp("separate")
+    shutil.copytree(FIXTURE, root / "suite" / "separate-verifier")
+    lock = root / "images.lock.json"
+    done = subprocess.run([str(LEAFCOST), "images", "lock", str(root / "suite"), "-o", str(lock)],
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr
+    return root / "suite", lock
+
+
+def test_the_separate_verifier_fixture_validates_through_two_pods_each(kube_containers, separate_suite, tmp_path):
+    kube, (suite, lock) = kube_containers, separate_suite
+    done = subprocess.run([str(LEAFCOST), "validate", str(suite), "--backend", "kubernetes", "--images", str(lock),
+                           "--kube-namespace", kube.namespace, "--json"], capture_output=True, text=True,
+                          timeout=1800, cwd=tmp_path, env={**os.environ, "KUBECONFIG": str(kube.kubeconfig)})
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert report["tasks"][0]["oracle_resolved"] is True and report["tasks"][0]["empty_resolved"] is False
+    verifier_images = {json.loads(lock.read_text())["verifiers"]["separate-verifier"]["id"]}
+    created = kube.seen.created
+    assert len(created) == 4 and sum(name.endswith("-verifier") for name in created) == 2
+    assert [p for p in kube.pods() if not p["metadata"].get("deletionTimestamp")] == []
+    assert verifier_images != {json.loads(lock.read_text())["tasks"]["separate-verifier"]["id"]}
+
+
+def test_a_forged_tar_in_the_agents_pod_plants_nothing_in_the_verifiers(kube_containers, separate_suite):
+    """The agent (root in its pod) writes the right answer, then replaces `tar` with a program that hands over an
+    archive of its own: a link into /logs/verifier with a reward behind it, a path climbing out of /tmp, and a
+    file named like the artifact but longer. The verifier's pod gets the answer and nothing else."""
+    kube, (suite, lock) = kube_containers, separate_suite
+    the_task = load_suite(str(suite)).tasks[0]
+    options = SandboxOptions(backend="kubernetes", kubeconfig=kube.kubeconfig, kube_namespace=kube.namespace,
+                             images_lock=lock)
+    forged = _tar(("answer.txt", "file", b"separate verifier ok\n"), ("answer.txt.d", "symlink", "/logs/verifier"),
+                  ("answer.txt.d/reward.txt", "file", b"1\n"), ("../etc/planted", "file", b"planted\n"),
+                  ("answer.txt-more", "file", b"longer name\n")).getvalue()
+    fake_tar = '#!/bin/sh\nwhile [ "$1" != -cf ]; do shift; done\ncp /tmp/forged.tar "$2"\n'
+    seen = {}
+
+    async def attempt():
+        opened = await open_sandbox(the_task, options, labels=LABELS)
+        try:
+            sandbox = opened.sandbox
+            await sandbox.exec("printf 'separate verifier ok\\n' > /tmp/answer.txt", timeout=30)
+            await write_file(sandbox, "/tmp/forged.tar", forged)
+            await write_file(sandbox, "/usr/local/bin/tar", fake_tar.encode())
+            await sandbox.exec("chmod +x /usr/local/bin/tar", timeout=30)
+            seen["which"] = (await sandbox.exec("command -v tar", timeout=30, user="root")).stdout.strip()
+            seen["verdict"] = await verify(opened, the_task)
+            container = kube.container_of(f"{opened.pod}-verifier")
+            seen["verifier"] = subprocess.run(
+                ["podman", "exec", container, "sh", "-c", "cat /tmp/answer.txt; echo =; ls -A /tmp; echo =; "
+                 "ls -A /logs/verifier; echo =; test -e /etc/planted && echo PLANTED"], capture_output=True, text=True, timeout=60).stdout
+        finally:
+            await opened.close()
+            await close_clusters()
+
+    asyncio.run(attempt())
+    assert seen["which"] == "/usr/local/bin/tar"  # the agent's program is the one the copy ran
+    answer, in_tmp, in_logs, planted = seen["verifier"].split("=\n")
+    assert answer == "separate verifier ok\n"
+    assert in_tmp.split() == ["answer.txt"] and planted == ""
+    assert in_logs.split() == ["reward.txt"]  # test.sh's own, and nothing else
+    assert seen["verdict"].grade.resolved  # the right answer still counts: the copy did not fail the attempt
