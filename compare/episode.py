@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.base import Adapter, AdapterError, CallAttempt, ToolCall, Turn, Usage, utcnow
 from compare.misconfig import detect_parser_misconfiguration
-from compare.spec import Budgets
+from compare.budgets import Budgets
 from sandbox import LEAF_TOOLS, Sandbox, SandboxError, bash_arguments
 
 # Our own words for what Leaf's short prompt says: an engineering agent in a checked-out repository, tools, a

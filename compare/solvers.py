@@ -9,7 +9,7 @@ from typing import Protocol
 
 from adapters.base import Adapter, ArmStart, Lease, ServerSample, Usage
 from compare.episode import EpisodePrompt, EpisodeRecorder, EpisodeResult, run_episode
-from compare.spec import Budgets
+from compare.budgets import Budgets
 from sandbox import Sandbox, Task, run_oracle
 
 

@@ -16,23 +16,15 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from compare.arms import (ARM_NAME, ARM_TAGS, MAX_USD_PER_HOUR, MAX_USD_PER_MTOK, MAX_USD_PER_VCPU_HOUR,  # noqa: F401
                           Arm, GpuLeaseSpec, LocalArm, OracleArm, Prices, PriceTier, RouterArm, Sampling, SglangArm,
                           StrictModel)
+from compare.budgets import Budgets  # noqa: F401 - the spec's budgets, also read as compare.spec.Budgets
 from sandbox import SWEBenchImages
 
 # Upper bounds far above any real plan (the arms' price bounds are with the arms): a typo, not a plan.
-MAX_TOKENS = 100_000_000
-MAX_SECONDS = 30 * 86_400
 INT64 = 2**63 - 1
 
 
 class SpecError(ValueError):
     """A run spec that cannot be used; the message names the file and the field path."""
-
-
-class Budgets(StrictModel):
-    max_steps: int = Field(150, gt=0, le=1_000_000)
-    max_context_tokens: int = Field(131072, gt=0, le=MAX_TOKENS)
-    max_tokens_per_turn: int | None = Field(None, gt=0, le=MAX_TOKENS)
-    time_budget_sec: float = Field(10800.0, gt=0, le=MAX_SECONDS)
 
 
 class KubernetesConfig(StrictModel):

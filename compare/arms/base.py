@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from adapters.scrubbing import url_secrets
+from compare.strict import StrictModel
 
 if TYPE_CHECKING:
     from adapters.base import Adapter, Usage
     from compare.episode import EpisodePrompt
     from compare.pricing import CallPrice
     from compare.solvers import Solver
-    from compare.spec import Budgets
+    from compare.budgets import Budgets
     from compare.reprice import ArmPrices as WhatIfPrices
 
 ARM_NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
@@ -25,13 +26,6 @@ MAX_USD_PER_VCPU_HOUR = 100.0
 
 Kind = Literal["hosted", "self-hosted", "oracle"]
 Billing = Literal["tokens", "lease", "none"]
-
-
-class StrictModel(BaseModel):
-    """A config model: an unknown key is an error naming its field, and so are NaN and the infinities (past the
-    model they would overflow sums or make JSON unencodable)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Sampling(StrictModel):
