@@ -12,12 +12,10 @@ stream of `cp`, parsed in memory: the host never opens a path inside a container
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import posixpath
 import re
 import subprocess
-import tarfile
 import time
 import uuid
 from pathlib import Path
@@ -27,7 +25,8 @@ from sandbox.images import ResolvedImage, task_image, verifier_image
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
 from sandbox.owner import alive as owner_alive
 from sandbox.owner import identity
-from sandbox.protocol import BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec
+from sandbox.protocol import (BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec, file_from_tar,
+                              verifier_file)
 from sandbox.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
 from sandbox.runner_sandbox import RunnerSandbox
 from sandbox.tasks import EnvironmentConfig, HealthcheckConfig, Task
@@ -204,9 +203,7 @@ class ContainerOpened:
             self._finished_cpu = None if used is None or self._finished_cpu is None else self._finished_cpu + used
 
     async def read_verifier_file(self, name: str, limit: int) -> bytes | None:
-        if "/" in name or name in ("", ".", ".."):
-            raise OSError(f"not a file name: {name!r}")
-        return await read_file(self.engine, self.sandbox.container, f"/logs/verifier/{name}", limit)
+        return await read_file(self.engine, self.sandbox.container, verifier_file(name), limit)
 
     async def close(self) -> None:
         if self._closed:
@@ -357,17 +354,7 @@ async def read_file(engine: Engine, container: str, path: str, limit: int) -> by
         if re.search(r"no such file|could not find", stderr, re.IGNORECASE):
             return None
         raise OSError(f"cannot copy {path} out of the container: {stderr.strip()[-300:]}")
-    try:
-        with tarfile.open(fileobj=io.BytesIO(bytes(data))) as archive:
-            members = archive.getmembers()
-            if len(members) != 1 or not members[0].isreg():
-                raise OSError(f"{posixpath.basename(path)} is not a regular file")
-            if members[0].size > limit:
-                raise OSError(f"{posixpath.basename(path)} is larger than {limit} bytes")
-            handle = archive.extractfile(members[0])
-            return handle.read() if handle is not None else b""
-    except tarfile.TarError as exc:
-        raise OSError(f"the engine's tar stream for {path} is unreadable: {exc}") from None
+    return file_from_tar(bytes(data), posixpath.basename(path), limit)
 
 
 async def _stream_copy(engine: Engine, source: str, target: str) -> None:

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from sandbox.protocol import SandboxError
+from sandbox.protocol import SandboxError, file_from_tar
 
 if TYPE_CHECKING:
     from sandbox.kubernetes import KubeCluster
@@ -134,9 +134,10 @@ async def _run_into(cluster: KubeCluster, pod: str, script: str, into: IO[bytes]
     return code, bytes(stream.stderr).decode("utf-8", "replace")
 
 
-async def get_file(cluster: KubeCluster, pod: str, directory: str, name: str, limit: int) -> bytes | None:
+async def get_file(cluster: KubeCluster, pod: str, path: str, limit: int) -> bytes | None:
     """A regular file out of the pod (never a link), at most `limit` bytes, as tar over exec with its SHA-256
     taken in the pod; None when it does not exist."""
+    directory, name = posixpath.split(path)
     where, quoted = shlex.quote(directory), shlex.quote(name)
     script = (f"cd {where} 2>/dev/null || exit 3; [ -e {quoted} ] || [ -L {quoted} ] || exit 3; "
               f"[ -f {quoted} ] && [ ! -L {quoted} ] || {{ echo 'not a regular file' >&2; exit 4; }}; "
@@ -149,17 +150,7 @@ async def get_file(cluster: KubeCluster, pod: str, directory: str, name: str, li
         raise OSError(f"{name}: {stderr.strip()[-300:] or f'exit {code}'}")
     if len(data) > limit + 64 * 1024:
         raise OSError(f"{name} is larger than {limit} bytes")
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            members = archive.getmembers()
-            if len(members) != 1 or not members[0].isreg():
-                raise OSError(f"{name} is not a regular file")
-            if members[0].size > limit:
-                raise OSError(f"{name} is larger than {limit} bytes")
-            handle = archive.extractfile(members[0])
-            content = handle.read() if handle is not None else b""
-    except tarfile.TarError as exc:
-        raise OSError(f"the tar stream of {name} is unreadable: {exc}") from None
+    content = file_from_tar(data, name, limit)
     said = stderr.split()[0] if stderr.split() else ""
     if said != hashlib.sha256(content).hexdigest():
         raise OSError(f"{name}: checksum mismatch between the pod and the copy")

@@ -30,7 +30,7 @@ from sandbox.kube_files import copy_artifact, get_file, put_file, put_tree
 from sandbox.kube_manifests import (CONTAINER, PREFIX, attempt_pod, deny_network_policy, label_key, label_value)
 from sandbox.container import ARTIFACTS_DIR, ENV_NAME, PREPARE, RESET_VERIFIER
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
-from sandbox.protocol import BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec
+from sandbox.protocol import BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec, verifier_file
 from sandbox.runner_client import RUNNER_IN_SANDBOX, RunnerClient
 from sandbox.runner_sandbox import RunnerSandbox
 from sandbox.tasks import EnvironmentConfig, Task
@@ -350,9 +350,7 @@ class PodOpened:
             await self.sandbox.close()
 
     async def read_verifier_file(self, name: str, limit: int) -> bytes | None:
-        if "/" in name or name in ("", ".", ".."):
-            raise OSError(f"not a file name: {name!r}")
-        return await get_file(self.cluster, self.sandbox.pod, "/logs/verifier", name, limit)
+        return await get_file(self.cluster, self.sandbox.pod, verifier_file(name), limit)
 
     async def close(self) -> None:
         if self._closed:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import shlex
+import tarfile
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -140,6 +142,29 @@ class OpenedSandbox(Protocol):
 
     async def close(self) -> None:
         """Stops and removes everything of this attempt."""
+
+
+def verifier_file(name: str) -> str:
+    """The path in the sandbox of `read_verifier_file`'s `name`, which must be a plain file name."""
+    if "/" in name or name in ("", ".", ".."):
+        raise OSError(f"not a file name: {name!r}")
+    return f"/logs/verifier/{name}"
+
+
+def file_from_tar(data: bytes, name: str, limit: int) -> bytes:
+    """The one regular file of a tar stream that came out of a sandbox (a container's `cp`, a pod's `tar`), read in
+    memory, at most `limit` bytes; a link, a directory, more members or a larger file raise OSError."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            members = archive.getmembers()
+            if len(members) != 1 or not members[0].isreg():
+                raise OSError(f"{name} is not a regular file")
+            if members[0].size > limit:
+                raise OSError(f"{name} is larger than {limit} bytes")
+            handle = archive.extractfile(members[0])
+            return handle.read() if handle is not None else b""
+    except tarfile.TarError as exc:
+        raise OSError(f"the tar stream of {name} is unreadable: {exc}") from None
 
 
 WRITE_CHUNK_BYTES = 48 * 1024  # its base64 (64 KiB) must fit one argument (128 KiB on Linux)
