@@ -1,6 +1,6 @@
 """What the stand-in saw, for tests to assert on: requests per verb and path, pods created and deleted, exec
-commands, and the most pod creations and deletions in flight at once. Written by the server's thread, read by
-the test's: every access holds the lock."""
+commands, the most pod creations and deletions in flight at once, and the most pods stored at once. Written by
+the server's thread, read by the test's: every access holds the lock."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ class Seen:
     execs: list[tuple[str, list[str], int | None]] = field(default_factory=list)  # pod, command, exit code
     max_creating: int = 0
     max_deleting: int = 0
+    max_live: int = 0  # the most pods stored at once: how many attempts really overlapped
     creating: int = 0
     deleting: int = 0
+    live: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def request(self, verb: str, path: str) -> None:
@@ -28,7 +30,7 @@ class Seen:
             self.requests[verb, path] += 1
 
     def begin(self, what: str) -> None:
-        """`what` is "creating" or "deleting"."""
+        """`what` is "creating", "deleting" or "live" (a pod stored; `end` once it is removed)."""
         with self._lock:
             now = getattr(self, what) + 1
             setattr(self, what, now)
@@ -53,4 +55,5 @@ class Seen:
     def snapshot(self) -> dict[str, object]:
         with self._lock:
             return {"requests": dict(self.requests), "created": list(self.created), "deleted": list(self.deleted),
-                    "execs": list(self.execs), "max_creating": self.max_creating, "max_deleting": self.max_deleting}
+                    "execs": list(self.execs), "max_creating": self.max_creating, "max_deleting": self.max_deleting,
+                    "max_live": self.max_live, "live": self.live}
