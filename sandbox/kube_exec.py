@@ -21,6 +21,10 @@ from sandbox.protocol import SandboxError
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, STATUS, CLOSE = 0, 1, 2, 3, 255
 READ_LIMIT_BYTES = 64 << 20  # asyncio's line limit for stdout readers (the tool runner's answers are lines)
+# An API server that throttles (429) or fails for a moment (5xx) is asked again, after its Retry-After or a
+# growing pause: a busy control plane must not fail attempts (whose retries would only add load).
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+API_RETRIES, RETRY_MAX_SEC = 5, 10.0
 
 
 class ExecError(SandboxError):
@@ -39,6 +43,13 @@ def session_for(configuration: Any) -> aiohttp.ClientSession:
             context.load_cert_chain(configuration.cert_file, configuration.key_file)
     connector = aiohttp.TCPConnector(ssl=context, limit=0)
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+
+
+def retry_pause(headers: Any, attempt: int) -> float:
+    """The server's Retry-After (whole seconds) when it gives one, else 0.5 s doubling per attempt; at most
+    RETRY_MAX_SEC."""
+    said = str((headers or {}).get("Retry-After", ""))
+    return min(float(said) if said.strip().isdigit() else 0.5 * 2 ** attempt, RETRY_MAX_SEC)
 
 
 def auth_headers(configuration: Any) -> dict[str, str]:
@@ -69,13 +80,17 @@ class ExecStream:
         query = [("container", container), ("stdout", "true"), ("stderr", "true"), ("tty", "false"),
                  ("stdin", "true" if stdin else "false"), *(("command", word) for word in command)]
         url = f"{configuration.host.rstrip('/')}/api/v1/namespaces/{namespace}/pods/{pod}/exec?{urlencode(query)}"
-        try:
-            socket = await session.ws_connect(url.replace("http", "ws", 1), protocols=PROTOCOLS,
-                                              headers=auth_headers(configuration), max_msg_size=0, heartbeat=None)
-        except aiohttp.WSServerHandshakeError as exc:
-            raise ExecError(f"exec into pod {pod} refused: HTTP {exc.status} {exc.message}") from None
-        except aiohttp.ClientError as exc:
-            raise ExecError(f"exec into pod {pod}: {type(exc).__name__}: {exc}") from None
+        for attempt in range(API_RETRIES + 1):
+            try:
+                socket = await session.ws_connect(url.replace("http", "ws", 1), protocols=PROTOCOLS,
+                                                  headers=auth_headers(configuration), max_msg_size=0, heartbeat=None)
+                break
+            except aiohttp.WSServerHandshakeError as exc:
+                if exc.status not in RETRY_STATUSES or attempt == API_RETRIES:
+                    raise ExecError(f"exec into pod {pod} refused: HTTP {exc.status} {exc.message}") from None
+                await asyncio.sleep(retry_pause(exc.headers, attempt))
+            except aiohttp.ClientError as exc:
+                raise ExecError(f"exec into pod {pod}: {type(exc).__name__}: {exc}") from None
         if socket.protocol not in PROTOCOLS:
             await socket.close()
             raise ExecError(f"exec into pod {pod}: the API server chose no known subprotocol ({socket.protocol})")

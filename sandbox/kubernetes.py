@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from sandbox.kube_exec import ExecError, ExecStream, session_for
+from sandbox.kube_exec import API_RETRIES, RETRY_STATUSES, ExecError, ExecStream, retry_pause, session_for
 from sandbox.kube_files import copy_artifact, get_file, put_file, put_tree
 from sandbox.kube_manifests import (CONTAINER, PREFIX, attempt_pod, deny_network_policy, label_key, label_value)
 from sandbox.container import ARTIFACTS_DIR, ENV_NAME, PREPARE, RESET_VERIFIER
@@ -37,7 +37,9 @@ from sandbox.tasks import EnvironmentConfig, Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
 
 API_THREADS = 16  # the official client is synchronous: its calls run here, never on the event loop
-POLL_SEC = 0.25
+# A pod not yet ready is read again after 0.25 s, then 1.5 times longer each time up to 2 s: 150 pods pulling their
+# images for minutes must not ask the API server hundreds of times a second.
+POLL_SEC, POLL_GROWTH, POLL_MAX_SEC = 0.25, 1.5, 2.0
 # Waiting reasons of a container that mean its image cannot be had: a task error naming the image, not retried.
 IMAGE_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
                           "CreateContainerConfigError"})
@@ -106,8 +108,18 @@ class KubeCluster:
         self._policy: asyncio.Task | None = None
 
     async def call(self, method, *args, **kwargs):
-        return await asyncio.get_running_loop().run_in_executor(
-            self._threads, functools.partial(method, *args, _request_timeout=60, **kwargs))
+        """One request through the official client, on its threads; asked again on RETRY_STATUSES. A create asked
+        again may find its object made by the first try: the caller takes 409 on its own name as done."""
+        from kubernetes.client.exceptions import ApiException
+
+        request = functools.partial(method, *args, _request_timeout=60, **kwargs)
+        for attempt in range(API_RETRIES + 1):
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self._threads, request)
+            except ApiException as exc:
+                if exc.status not in RETRY_STATUSES or attempt == API_RETRIES:
+                    raise
+                await asyncio.sleep(retry_pause(exc.headers, attempt))
 
     async def ensure_no_network_policy(self) -> None:
         """The namespace's deny-all NetworkPolicy, created once if missing."""
@@ -397,6 +409,9 @@ class PodOpened:
         try:
             await self.cluster.call(self.cluster.core.create_namespaced_pod, self.cluster.namespace, manifest)
         except ApiException as exc:
+            if exc.status == 409:  # our name is random: an earlier try of this same request made it
+                self.pods.append(name)
+                return
             if exc.status in (400, 403, 404, 422):  # the request itself is refused: retrying cannot help
                 raise BuildError(f"task {self.task.task_id}: the API server refused its pod: HTTP {exc.status} "
                                  f"{_api_message(exc)}") from None
@@ -407,6 +422,7 @@ class PodOpened:
         """Until the pod is scheduled (or its container ready); an image that cannot be pulled is a task error
         naming the image, a pod that failed or vanished an infrastructure error with its reason."""
         deadline = time.monotonic() + self.task.environment.build_timeout_sec
+        pause = POLL_SEC
         while True:
             pod = await read_pod(self.cluster, name)
             if pod is None:
@@ -426,7 +442,8 @@ class PodOpened:
             if time.monotonic() > deadline:
                 raise SandboxError(f"pod {name} not ready after {self.task.environment.build_timeout_sec:.0f}s "
                                    f"(phase {status.get('phase')})")
-            await asyncio.sleep(POLL_SEC)
+            await asyncio.sleep(pause)
+            pause = min(pause * POLL_GROWTH, POLL_MAX_SEC)
 
     async def _root(self, pod: str, script: str, *, timeout: float) -> ExecResult:
         result = await self.cluster.run(pod, script, timeout=timeout)

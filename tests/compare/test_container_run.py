@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 import yaml
 
 from support.kube_fake import KubeFake
@@ -36,6 +37,7 @@ def _run(tmp_path: Path, backend: str, sandbox: dict | None = None) -> tuple[dic
     return json.loads(result.stdout), rows
 
 
+@pytest.mark.timeout(1500)  # three backends × 24 episodes of a real model on 2 cores: 7–8 minutes when shared
 def test_the_builtin_suite_gives_the_same_verdicts_in_containers_pods_and_bubblewrap(container_images, tmp_path):
     podman_summary, podman_rows = _run(tmp_path, "podman")
     local_summary, local_rows = _run(tmp_path, "local")

@@ -214,3 +214,32 @@ def test_the_kubernetes_backend_without_an_image_lock_is_refused_at_once(kube_in
                           env={**os.environ, "KUBECONFIG": str(kube_instant.kubeconfig)})
     assert done.returncode == 2 and "by digest only" in done.stderr and "leafcost images lock" in done.stderr
     assert kube_instant.seen.created == []
+
+
+def test_a_throttling_api_server_delays_an_attempt_but_does_not_fail_it(tmp_path):
+    """429s (with Retry-After) on pod reads, creations, deletions and execs, and a creation the server stored but
+    answered 500: every request is asked again, the one pod is found made, the attempt resolves, nothing is left."""
+    from support.kube_fake import KubeFake
+    from support.kube_fake.instant_pod import InstantPods
+
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps({"format": 1, "engine": "podman", "tasks": {
+        "cron-next-run": {"image": "x", "id": "sha256:" + "a" * 64, "repo_digest": None}}}))
+    with KubeFake(mode="instant", exec_handler=InstantPods()) as kube:
+        kube.faults.throttled = 4  # the creation, four times; its fifth try is stored and answered 500
+        kube.faults.failing_after_create = 1
+
+        async def body(opened):
+            kube.faults.throttled = 2  # the oracle's exec, twice
+            solved = await run_oracle(opened.sandbox, task())
+            verdict = await verify(opened, task())
+            kube.faults.throttled = 1  # the pod's deletion, the next request
+            return solved, verdict
+
+        solved, verdict = asyncio.run(attempt(options_for(kube, lock), task(), body, solution=True))
+        left = [p for p in kube.pods() if not p["metadata"].get("deletionTimestamp")]
+        created = list(kube.seen.created)
+        spent = (kube.faults.throttled, kube.faults.failing_after_create)
+    assert solved.ok and verdict.grade.resolved
+    assert len(created) == 1 and left == []
+    assert spent == (0, 0)

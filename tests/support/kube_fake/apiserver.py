@@ -112,6 +112,13 @@ class FakeApiServer(KubernetesEmulator):
         res = resource(res.group, kind.version, res.plural)
         verb = _verb(request)
         self.seen.request(verb, request.url.path)
+        if res == PODS and verb in ("get", "list", "create", "delete", "exec") \
+                and self.faults.take("throttled"):
+            return web.json_response(
+                {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 429,
+                 "reason": "TooManyRequests", "details": {"retryAfterSeconds": 1},
+                 "message": "the server has received too many requests and has asked us to try again later"},
+                status=429, headers={"Retry-After": "1"})
         gauge = {"create": "creating", "delete": "deleting", "deletecollection": "deleting"}.get(verb)
         gauge = gauge if res == PODS else None
         if gauge:
@@ -186,8 +193,11 @@ class FakeApiServer(KubernetesEmulator):
         self._commit(res, raw, "ADDED")
         if res == PODS:
             self.seen.add("created", f"{namespace}/{name}")
+            self.seen.begin("live")
             assert self.kubelet is not None
             self.kubelet.created((namespace, name))
+            if self.faults.take("failing_after_create"):
+                raise api_error(500, "InternalError", "etcdserver: request timed out")
         return raw
 
     def _patch(self, res: resource, request: Any) -> dict[str, Any]:
@@ -346,6 +356,7 @@ class FakeApiServer(KubernetesEmulator):
         self.hub.publish(_topic(res), "DELETED", raw)
         if res == PODS:
             self.seen.add("deleted", f"{namespace}/{name}")
+            self.seen.end("live")
         return raw
 
     def _page(self, kind: _Kind, items: list[dict[str, Any]], params: Any) -> dict[str, Any]:

@@ -38,6 +38,15 @@ class Faults:
     start_delay: float = 0.0  # Pending (ContainerCreating) this long before the container starts
     creation_delay: float = 0.0  # each pod creation request takes this long before the pod is stored
     deletion_delay: float = 0.0  # each pod deletion request takes this long before the pod is marked
+    throttled: int = 0  # the next this many pod requests (exec too) are answered 429 TooManyRequests, Retry-After 1
+    failing_after_create: int = 0  # the next this many pod creations store the pod, then answer 500
+
+    def take(self, name: str) -> bool:
+        """Spends one of the faults counted in `name`: whether one was left."""
+        left = getattr(self, name)
+        if left > 0:
+            setattr(self, name, left - 1)
+        return left > 0
 
     def image_failure(self, image: str) -> str | None:
         return next((message for pattern, message in self.image_failures.items()
