@@ -178,7 +178,8 @@ class Runner:
             self.warnings.append(f"task {error.task_id} skipped: {error.error}")
         for task in suite.tasks:
             self.warnings.extend(task.warnings)  # e.g. task.toml keys Harbor does not know, ignored
-        return suite
+        resources = self.spec.sandbox.resources()
+        return suite.model_copy(update={"tasks": [task.with_resources(resources) for task in suite.tasks]})
 
     async def _record_run(self, tasks: list[Task]) -> None:
         if self.resuming:

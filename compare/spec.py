@@ -48,6 +48,18 @@ class SandboxConfig(StrictModel):
     images: str | None = Field(None, description="an image lock file (`leafcost images lock`) every task's image "
                                "must match, by digest")
     kubernetes: KubernetesConfig | None = None
+    # Harbor's job-config overrides of every task's [environment]: the same for every arm, so in the spec hash.
+    override_cpus: float | None = Field(None, gt=0, le=1024, description="every task's cpus instead of its own")
+    override_memory_mb: int | None = Field(None, gt=0, le=16 << 20, description="every task's memory_mb instead "
+                                           "of its own")
+    override_storage_mb: int | None = Field(None, gt=0, le=1 << 30, description="every task's storage_mb instead "
+                                            "of its own")
+
+    def resources(self) -> dict[str, float | int]:
+        """The overrides given, as [environment] fields."""
+        given = {"cpus": self.override_cpus, "memory_mb": self.override_memory_mb,
+                 "storage_mb": self.override_storage_mb}
+        return {name: value for name, value in given.items() if value is not None}
 
     @model_validator(mode="after")
     def _backend_fields(self) -> SandboxConfig:

@@ -266,6 +266,14 @@ class Task(BaseModel):
     def environment(self) -> EnvironmentConfig:
         return self.config.environment
 
+    def with_resources(self, resources: dict[str, float | int]) -> Task:
+        """This task with some [environment] fields (cpus, memory_mb, storage_mb) replaced: a run's overrides, as
+        Harbor's job config applies them. A separate verifier without an environment of its own gets them too."""
+        if not resources:
+            return self
+        environment = self.config.environment.model_copy(update=resources)
+        return self.model_copy(update={"config": self.config.model_copy(update={"environment": environment})})
+
 
 class SuiteError(ValueError):
     """The suite as a whole could not be read (as opposed to one broken task in it)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compare.spec import LEAF_SAMPLING, RunSpec, SpecError, load_run_spec
+from compare.spec import LEAF_SAMPLING, RunSpec, SpecError, load_run_spec, parse_run_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -217,3 +217,12 @@ def test_leafcost_run_refuses_a_bad_spec_with_exit_2_and_one_line_before_anythin
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"leafcost: {path}: {field}") and done.stdout == ""
     assert not (tmp_path / "l.duckdb").exists() and not (tmp_path / "trajectories").exists()
+
+
+def test_resource_overrides_are_harbors_and_a_bad_one_is_named():
+    spec = parse_run_spec({"name": "o", "suite": "builtin", "arms": [{"name": "oracle", "adapter": "oracle"}],
+                           "sandbox": {"override_cpus": 0.5, "override_memory_mb": 1024}})
+    assert spec.sandbox.resources() == {"cpus": 0.5, "memory_mb": 1024}
+    with pytest.raises(SpecError, match=r"sandbox\.override_memory_mb"):
+        parse_run_spec({"name": "o", "suite": "builtin", "arms": [{"name": "oracle", "adapter": "oracle"}],
+                        "sandbox": {"override_memory_mb": 0}})

@@ -243,3 +243,32 @@ def test_a_throttling_api_server_delays_an_attempt_but_does_not_fail_it(tmp_path
     assert solved.ok and verdict.grade.resolved
     assert len(created) == 1 and left == []
     assert spent == (0, 0)
+
+
+def test_the_runs_resource_overrides_size_every_pod(make_task, tmp_path):
+    """Harbor's job-config overrides in the run spec (sandbox.override_cpus, ...) replace every task's own
+    [environment] resources: each pod asks for, and is limited to, the run's."""
+    import yaml
+
+    from support.kube_fake import KubeFake
+    from support.kube_fake.instant_pod import InstantPods
+
+    the_task = make_task("calc", memory_mb=512)
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps({"format": 1, "engine": "podman", "tasks": {
+        "calc": {"image": "calc", "id": "sha256:" + "c" * 64, "repo_digest": None}}}))
+    with KubeFake(mode="instant", exec_handler=InstantPods()) as kube:
+        spec = {"name": "overrides", "suite": str(the_task.path.parent), "seeds": 2, "arms": [{"name": "oracle",
+                                                                                          "adapter": "oracle"}],
+                "sandbox": {"backend": "kubernetes", "images": str(lock), "override_cpus": 2,
+                            "override_memory_mb": 3072, "override_storage_mb": 4096,
+                            "kubernetes": {"kubeconfig": str(kube.kubeconfig), "namespace": kube.namespace}}}
+        (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+        done = subprocess.run([str(LEAFCOST), "run", str(tmp_path / "spec.yaml"), "--json", "--db",
+                               str(tmp_path / "l.duckdb")], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path)
+        resources = list(kube.seen.resources)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["arms"][0]["resolved"] == 2
+    wanted = {"cpu": "2000m", "memory": "3072Mi", "ephemeral-storage": "4096Mi"}
+    assert resources == [{"requests": wanted, "limits": wanted}] * 2
