@@ -9,6 +9,7 @@ of the channel in the next byte (v5 only: how stdin ends while stdout stays open
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 from typing import Any
@@ -69,6 +70,7 @@ class ExecStream:
         self.socket, self.v5 = socket, v5
         self.stdout = asyncio.StreamReader(limit=READ_LIMIT_BYTES)
         self.stderr = bytearray()
+        self.stdin_dropped = False  # the stream closed while stdin was still being written
         self.exit_code: int | None = None
         self.failure: str | None = None  # the API server's reason when the command could not run
         self._done = asyncio.get_running_loop().create_future()
@@ -97,13 +99,21 @@ class ExecStream:
         return cls(socket, v5=socket.protocol == PROTOCOLS[0])
 
     async def write(self, data: bytes) -> None:
+        """To the command's stdin. A command that ended without reading all of it closes the stream: like a write
+        to a closed pipe, the rest is dropped (`stdin_dropped`) and the exit status is what `wait` reports."""
         for start in range(0, len(data), 1 << 20):
-            await self.socket.send_bytes(bytes([STDIN]) + data[start:start + (1 << 20)])
+            if self.stdin_dropped:
+                return
+            try:
+                await self.socket.send_bytes(bytes([STDIN]) + data[start:start + (1 << 20)])
+            except ConnectionError:  # aiohttp's ClientConnectionResetError too
+                self.stdin_dropped = True
 
     async def close_stdin(self) -> None:
         """v5 ends stdin alone; v4 cannot, so the whole stream is half-closed by closing the socket after output."""
-        if self.v5:
-            await self.socket.send_bytes(bytes([CLOSE, STDIN]))
+        if self.v5 and not self.stdin_dropped:
+            with contextlib.suppress(ConnectionError):
+                await self.socket.send_bytes(bytes([CLOSE, STDIN]))
 
     async def wait(self) -> int:
         """The exit code once the command ended (ExecError when it could not run)."""

@@ -42,7 +42,8 @@ async def put_tree(cluster: KubeCluster, pod: str, source: Path, target: str) ->
     """A host directory of the task (tests/, solution/) into the pod at `target` (made afresh), as one tar."""
     archive_file = io.BytesIO()
     with tarfile.open(fileobj=archive_file, mode="w") as archive:
-        archive.add(source, arcname=".", filter=_owned_by_root)
+        for child in sorted(Path(source).iterdir()):  # not "." itself: `target` may be a mount point not ours
+            archive.add(child, arcname=child.name, filter=_owned_by_root)
     await _put_tar(cluster, pod, archive_file, target, replace=True, what=f"{source.name}/")
 
 
@@ -52,7 +53,9 @@ async def _put_tar(cluster: KubeCluster, pod: str, archive_file: IO[bytes], targ
     there matches ours; `replace` empties `target` first."""
     size, digest = _size_and_digest(archive_file)
     where = shlex.quote(target)
-    script = (f"{f'rm -rf {where} && ' if replace else ''}mkdir -p {where} && t=$(mktemp) && "
+    # A directory of the pod's own (emptyDir, in a non-root pod) can only be emptied; a link is removed.
+    empty = f"{{ rm -rf {where} 2>/dev/null || {{ [ -d {where} ] && [ ! -L {where} ]; }}; }} && " if replace else ""
+    script = (f"{empty}mkdir -p {where} && t=$(mktemp) && "
               f'head -c {size} > "$t" && [ "$(sha256sum < "$t" | cut -d" " -f1)" = {digest} ] && '
               f'tar -xf "$t" -C {where}; r=$?; rm -f "$t"; exit $r')
     result = await cluster.run(pod, script, timeout=300, data=archive_file)

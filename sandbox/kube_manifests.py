@@ -21,6 +21,10 @@ RUNNER_ACCOUNT = "leafcost-runner"
 SPEC_HASH_ANNOTATION = f"{PREFIX}/sandbox-spec-sha256"
 # Harbor keeps a task's container alive with its ENTRYPOINT and this command, as the container backend does.
 KEEP_ALIVE = ["sh", "-c", "sleep infinity"]
+# Where the harness writes in a pod that runs as a non-root user: empty, writable directories of the pod's own
+# (emptyDir), since the image's / belongs to root. Root pods write these in the image's filesystem, as Harbor does.
+HARNESS_DIRS = {"leafcost-logs": "/logs", "leafcost-tests": "/tests", "leafcost-solution": "/solution",
+                "leafcost-runner": "/.leafcost"}
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
@@ -39,7 +43,8 @@ def attempt_pod(*, name: str, namespace: str, image: str, environment: Environme
                 labels: dict[str, str], spec_hash: str, deadline_sec: float, run_as: int | None = None) -> dict[str, Any]:
     """One attempt's pod. `image` is a reference by digest (the image lock), `deadline_sec` the attempt's whole
     budget (activeDeadlineSeconds: the kubelet kills a pod a crashed runner forgot), `run_as` a numeric non-root
-    user when every command of the attempt may run as it (otherwise root, as Harbor runs its harness commands)."""
+    user when every command of the attempt may run as it (otherwise root, as Harbor runs its harness commands):
+    then the pod drops every capability and gets empty directories of its own where the harness writes."""
     quantities = _resources(environment)
     security: dict[str, Any] = {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}}
     if run_as:
@@ -50,6 +55,10 @@ def attempt_pod(*, name: str, namespace: str, image: str, environment: Environme
         "resources": {"requests": quantities, "limits": quantities}, "securityContext": security,
         "stdin": False, "tty": False,
     }
+    volumes = []
+    if run_as:
+        container["volumeMounts"] = [{"name": name, "mountPath": path} for name, path in HARNESS_DIRS.items()]
+        volumes = [{"name": name, "emptyDir": {}} for name in HARNESS_DIRS]
     all_labels = {label_key(k): label_value(v) for k, v in labels.items()}
     all_labels |= {PREFIX: "1", NETWORK_LABEL: "allowed" if environment.allow_internet else "none"}
     annotations = {SPEC_HASH_ANNOTATION: spec_hash,
@@ -63,6 +72,7 @@ def attempt_pod(*, name: str, namespace: str, image: str, environment: Environme
             "automountServiceAccountToken": False,  # nothing in the sandbox may talk to the API server
             "enableServiceLinks": False,  # nor learn the cluster's services from its environment
             "terminationGracePeriodSeconds": 0,
+            **({"volumes": volumes} if volumes else {}),
             **({"nodeSelector": {"nvidia.com/gpu.product": environment.gpu_types[0]}}
                if environment.gpus and environment.gpu_types else {}),
         },

@@ -77,9 +77,11 @@ while [ $i -lt 100 ]; do
   i=$((i+1)); sleep 0.05
 done
 echo "processes survived 100 rounds of kill -KILL" >&2; exit 1"""
-# Exec cannot choose its user, so the pod's must be root for the set-up; the agent can still run as agent.user.
-_AS_ROOT = """[ "$(id -u)" = 0 ] || { echo "the image runs as user $(id -u), not root: the kubernetes backend needs root \
-for Harbor's set-up (the agent can still run as the task's agent.user)" >&2; exit 1; }
+# Exec cannot choose its user: the set-up runs as the pod's, root, or the task's own non-root user where the task
+# runs everything as that user ($RUN_AS; see pod_user).
+_AS_ROOT = """[ "$(id -u)" = 0 ] || [ "$(id -u)" = "$RUN_AS" ] || { echo "the image runs as user $(id -u), not \
+root: the kubernetes backend needs root for Harbor's set-up (the agent can still run as the task's agent.user)" >&2
+exit 1; }
 echo "workdir=$(pwd)"
 """ + _LIST + "\n"
 # The agent's pod: the container backend's set-up (log directories, python3, the git baseline).
@@ -221,9 +223,9 @@ class PodSandbox(RunnerSandbox):
     """The running pod as the `Sandbox` protocol: tools through the runner, harness commands by exec."""
 
     def __init__(self, cluster: KubeCluster, pod: str, *, user: str | None, workdir: str, has_python: bool,
-                 image: str, spare: str):
+                 image: str, spare: str, run_as: int | None = None):
         self.cluster, self.pod, self.user, self.workdir = cluster, pod, user, workdir
-        self.has_python, self.image, self.spare = has_python, image, spare
+        self.has_python, self.image, self.spare, self.run_as = has_python, image, spare, run_as
         self._runner: RunnerClient | None = None
         self._stream: ExecStream | None = None
         self._closed = False
@@ -233,7 +235,14 @@ class PodSandbox(RunnerSandbox):
         if self._closed:
             raise SandboxError("sandbox is not running")
         return await self.cluster.run(self.pod, harness_script(command, cwd or self.workdir, env or {},
-                                                               user or self.user), timeout=timeout)
+                                                               self._switch_to(user or self.user)), timeout=timeout)
+
+    def _switch_to(self, user: str | None) -> str | None:
+        """The user a command must switch to, None when it runs as the pod's own (root, or the task's non-root
+        user the whole pod runs as, which cannot become anyone else)."""
+        if self.run_as is None or user is None or user == str(self.run_as):
+            return None if self.run_as is not None else user
+        raise SandboxError(f"pod {self.pod} runs as user {self.run_as}: a command cannot run as {user}")
 
     def cpu_seconds(self) -> float | None:
         """Not known between reads: the cgroup is read inside the pod (PodOpened.stop), whose node is elsewhere."""
@@ -264,8 +273,8 @@ class PodSandbox(RunnerSandbox):
         # Copied afresh before every start, when no agent process is left to have replaced it.
         await put_file(self.cluster, self.pod, RUNNER_IN_SANDBOX, runner)
         command = ["python3", "-u", "-I", RUNNER_IN_SANDBOX, "--workdir", self.workdir]
-        if self.user is not None:
-            command = ["python3", "-I", "-c", _AS_USER, self.user, *command]
+        if (user := self._switch_to(self.user)) is not None:
+            command = ["python3", "-I", "-c", _AS_USER, user, *command]
         self._stream = stream = await self.cluster.exec(self.pod, command, stdin=True)
         self._runner = RunnerClient(stream.stdout, _StdinWriter(stream), kill=self.close,
                                     exit_reason=self._exit_reason)
@@ -297,8 +306,10 @@ class _StdinWriter:
         data, self._pending = bytes(self._pending), bytearray()
         try:
             await self._stream.write(data)
-        except (ConnectionError, RuntimeError) as exc:  # aiohttp's "closing transport" is a RuntimeError
+        except RuntimeError as exc:  # aiohttp's write to a socket it is closing
             raise BrokenPipeError(str(exc)) from None
+        if self._stream.stdin_dropped:
+            raise BrokenPipeError("the tool runner's stream is closed")
 
     def close(self) -> None:
         asyncio.get_running_loop().create_task(self._stream.close())
@@ -316,6 +327,7 @@ class PodOpened:
         verifier_user = task.config.verifier.user
         self.verifier_user: str | None = "root" if verifier_user is None else str(verifier_user)  # as Harbor's
         self.agent_user = None if task.config.agent.user is None else str(task.config.agent.user)
+        self.run_as = pod_user(task)
         self.pod = f"leafcost-{uuid.uuid4().hex[:16]}"  # the agent's
         self.pods: list[str] = []  # every pod created for the attempt, removed at close
         self.sandbox: PodSandbox
@@ -394,7 +406,7 @@ class PodOpened:
             await self.cluster.ensure_no_network_policy()
         manifest = attempt_pod(name=name, namespace=self.cluster.namespace, image=image, environment=environment,
                                workdir=_workdir(environment), labels={**self.labels, "leafcost.role": role},
-                               spec_hash=self.spec_hash, deadline_sec=_deadline(self.task))
+                               spec_hash=self.spec_hash, deadline_sec=_deadline(self.task), run_as=self.run_as)
         manifest["spec"]["containers"][0]["imagePullPolicy"] = pull_policy
         if not environment.workdir:
             del manifest["spec"]["containers"][0]["workingDir"]  # the image's own WORKDIR
@@ -446,7 +458,8 @@ class PodOpened:
             pause = min(pause * POLL_GROWTH, POLL_MAX_SEC)
 
     async def _root(self, pod: str, script: str, *, timeout: float) -> ExecResult:
-        result = await self.cluster.run(pod, script, timeout=timeout)
+        """A set-up script as the pod's user: root, or the task's own (RUN_AS)."""
+        result = await self.cluster.run(pod, f"RUN_AS={self.run_as or 0}\n{script}", timeout=timeout)
         if not result.ok:
             raise SandboxError(f"task {self.task.task_id}: preparing the pod failed (exit {result.exit_code}): "
                                f"{(result.stderr or result.stdout).strip()[-500:]}")
@@ -454,7 +467,7 @@ class PodOpened:
 
     async def _attach(self, pod: str, user: str | None, workdir: str, spare: str) -> PodSandbox:
         return PodSandbox(self.cluster, pod, user=user, workdir=workdir, has_python=self.has_python,
-                          image=self.image, spare=spare)
+                          image=self.image, spare=spare, run_as=self.run_as)
 
 
 async def open_kube_sandbox(task: Task, options: SandboxOptions, *, solution: bool = False,
@@ -474,6 +487,16 @@ async def open_kube_sandbox(task: Task, options: SandboxOptions, *, solution: bo
         raise
     opened.start_seconds = time.monotonic() - started
     return opened
+
+
+def pod_user(task: Task) -> int | None:
+    """The non-root user a task's pods run as, when the task allows it: its agent and its verifier are the same
+    numeric non-root user, so no command of the attempt needs anyone else. Otherwise None (root, as Harbor runs its
+    harness commands)."""
+    agent, verifier = task.config.agent.user, task.config.verifier.user
+    if agent is None or str(agent) != str(verifier) or not str(agent).isdigit() or int(agent) == 0:
+        return None
+    return int(agent)
 
 
 def locked_image(task: Task, options: SandboxOptions, kind: str = "tasks") -> tuple[str, str]:

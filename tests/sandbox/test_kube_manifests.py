@@ -81,6 +81,12 @@ def test_non_root_where_the_task_allows_it_and_never_privilege_escalation():
     as_user = valid(pod(run_as=1000))["spec"]["containers"][0]["securityContext"]
     assert as_root["allowPrivilegeEscalation"] is False and "runAsUser" not in as_root
     assert as_user | {} == {**as_root, "runAsUser": 1000, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+    # Where the harness writes, the non-root pod has empty directories of its own; the root pod has none.
+    user_spec, root_spec = valid(pod(run_as=1000))["spec"], valid(pod())["spec"]
+    mounts = {m["mountPath"] for m in user_spec["containers"][0]["volumeMounts"]}
+    assert mounts == {"/logs", "/tests", "/solution", "/.leafcost"}
+    assert all(v["emptyDir"] == {} for v in user_spec["volumes"]) and len(user_spec["volumes"]) == 4
+    assert "volumes" not in root_spec and "volumeMounts" not in root_spec["containers"][0]
 
 
 def test_a_gpu_task_asks_for_its_gpus_on_a_node_of_its_type():

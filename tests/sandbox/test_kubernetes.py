@@ -267,8 +267,41 @@ def test_the_runs_resource_overrides_size_every_pod(make_task, tmp_path):
         done = subprocess.run([str(LEAFCOST), "run", str(tmp_path / "spec.yaml"), "--json", "--db",
                                str(tmp_path / "l.duckdb")], capture_output=True, text=True, timeout=300,
                               cwd=tmp_path)
-        resources = list(kube.seen.resources)
+        resources = [container["resources"] for container in kube.seen.containers]
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["arms"][0]["resolved"] == 2
     wanted = {"cpu": "2000m", "memory": "3072Mi", "ephemeral-storage": "4096Mi"}
     assert resources == [{"requests": wanted, "limits": wanted}] * 2
+
+
+def test_a_task_run_wholly_as_one_non_root_user_gets_a_non_root_pod(kube_containers, make_task, tmp_path):
+    """agent.user = verifier.user = 1000: the pod runs as 1000 with no capability (runAsNonRoot), the harness
+    writes in empty directories of the pod's own, and the attempt works as in a root pod: the agent's tools as
+    1000, the oracle, patch capture and the verdict."""
+    kube = kube_containers
+    toml = "version = \"1.0\"\n[verifier]\ntimeout_sec = 60.0\nuser = 1000\n[agent]\ntimeout_sec = 120.0\nuser = 1000\n" \
+           "[environment]\ncpus = 1\nmemory_mb = 512\nallow_internet = false\n"
+    the_task = make_task("calc", files={"task.toml": toml, "environment/Dockerfile": (
+        "FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\nRUN chown -R 1000:1000 /app\n")})
+    lock = tmp_path / "images.lock.json"
+    done = subprocess.run([str(LEAFCOST), "images", "lock", str(the_task.path.parent), "-o", str(lock)],
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr
+    seen = {}
+
+    async def body(opened):
+        seen["tool"] = await opened.sandbox.run_tool("Bash", {"command": "id -u; touch /app/mine && echo wrote"})
+        solved = await run_oracle(opened.sandbox, the_task)
+        seen["verdict"] = await verify(opened, the_task)
+        return solved
+
+    solved = asyncio.run(attempt(options_for(kube, lock), the_task, body, solution=True))
+    container = kube.seen.containers[0]
+    assert container["securityContext"]["runAsUser"] == 1000 and container["securityContext"]["runAsNonRoot"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "1000\nwrote\n" in seen["tool"]
+    assert solved.ok, solved.stderr
+    verdict = seen["verdict"]
+    assert verdict.grade.resolved, verdict.grade
+    assert "mine" in verdict.patch and "a + b" in verdict.patch  # captured by the same user, Leaf's way
+    assert gone(kube, kube.seen.created[0].split("/", 1)[1])

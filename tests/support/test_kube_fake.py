@@ -558,6 +558,39 @@ def test_exec_speaks_v4_and_v5_to_an_asyncio_client(instant):
     assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "2"}]
 
 
+def test_a_command_that_ends_without_reading_its_stdin_still_gets_its_status_to_the_client(instant):
+    """60 clients at once each send 4 MiB of stdin to `false`, which reads none of it: every one gets exit code 1.
+    The stand-in keeps reading what a client sends after the command ended, as a kubelet does (had it closed with
+    frames unread, the kernel would reset the connection and the client lose the status), and the backend's
+    client stops writing to a stream that closed, as to a closed pipe, and still reads the status."""
+    import asyncio
+
+    from sandbox.kube_exec import ExecStream, session_for
+
+    kube, core = instant
+    core.create_namespaced_pod(NS, pod_manifest("p"))
+    configuration = kube.configuration()
+
+    async def one(session) -> int:
+        stream = await ExecStream.open(session, configuration, NS, "p", "sandbox", ["false"], stdin=True)
+        try:
+            for _ in range(64):
+                await stream.write(b"x" * (64 << 10))
+            await stream.close_stdin()
+            return await stream.wait()
+        finally:
+            await stream.close()
+
+    async def many() -> list:
+        session = session_for(configuration)
+        try:
+            return await asyncio.gather(*(one(session) for _ in range(60)), return_exceptions=True)
+        finally:
+            await session.close()
+
+    assert asyncio.run(many()) == [1] * 60
+
+
 def test_a_pod_past_its_active_deadline_fails(instant):
     _, core = instant
     manifest = pod_manifest("late")

@@ -193,7 +193,7 @@ class FakeApiServer(KubernetesEmulator):
         self._commit(res, raw, "ADDED")
         if res == PODS:
             self.seen.add("created", f"{namespace}/{name}")
-            self.seen.add("resources", copy.deepcopy(raw["spec"]["containers"][0].get("resources") or {}))
+            self.seen.add("containers", copy.deepcopy(raw["spec"]["containers"][0]))
             self.seen.begin("live")
             assert self.kubelet is not None
             self.kubelet.created((namespace, name))

@@ -1,8 +1,9 @@
 """A pod's first container as an engine command line (`podman run -d ...`), honouring what the stand-in promises:
 image (never pulled: no registry is reachable, a missing image is an image-pull failure), command → entrypoint,
 args, workingDir, env values, resources.limits cpu and memory (requests are ignored: one node, no scheduling),
-runAsUser/runAsGroup (container- over pod-level securityContext), and `--network none` unless the pod's
-annotation NETWORK_ANNOTATION says `default`. Everything else in the spec is ignored."""
+runAsUser/runAsGroup (container- over pod-level securityContext), emptyDir volumes (an empty world-writable
+tmpfs at each mountPath, as a kubelet makes them 0777), and `--network none` unless the pod's annotation
+NETWORK_ANNOTATION says `default`. Everything else in the spec is ignored."""
 
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ def run_args(pod: dict[str, Any], *, name: str, server_id: str) -> tuple[list[st
         flags += ["--user", user]
     if container.get("workingDir"):
         flags += ["--workdir", container["workingDir"]]
+    empty = {volume["name"] for volume in spec.get("volumes") or [] if "emptyDir" in volume}
+    for mount in container.get("volumeMounts") or []:
+        if mount.get("name") in empty:
+            flags += ["--mount", f"type=tmpfs,destination={mount['mountPath']},tmpfs-mode=0777"]
     if (meta.get("annotations") or {}).get(NETWORK_ANNOTATION) != "default":
         flags += ["--network", "none"]
     env: dict[str, str] = {}

@@ -117,6 +117,11 @@ async def serve_exec(request: web.BaseRequest, call: ExecCall, handler: ExecHand
             if on_done is not None:
                 on_done(call, code)
                 on_done = None
+            # Our reader stops first: a close() that finds it receiving drops the connection at once, and what the
+            # client sent but we did not read makes the kernel reset it, losing the status on the client's side.
+            # Without it, close() reads the client's frames up to its close answer, as a kubelet keeps copying stdin.
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await send(STATUS, json.dumps(exit_status(code)).encode())
                 await socket.close()

@@ -53,8 +53,9 @@ class InstantPods:
         if 'echo "workdir=$(pwd)"' in script:  # the set-up: the facts the backend parses
             await call.write_stdout(f"workdir=/app\nspare= 1:100 7:101\npython3=yes\nhead={HEAD}\n".encode())
             return 0
-        if "kill -KILL" in script or script.startswith("rm -rf /tests /logs/verifier"):
-            if script.startswith("rm -rf"):  # the verifier's directories made afresh
+        reset = "rm -rf /tests /logs/verifier" in script  # set-up scripts start with the pod's RUN_AS=
+        if "kill -KILL" in script or reset:
+            if reset:  # the verifier's directories made afresh
                 for path in [p for p in files if p.startswith(("/tests/", "/logs/verifier/"))]:
                     del files[path]
             return 0

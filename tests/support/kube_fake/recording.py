@@ -16,7 +16,7 @@ class Seen:
     requests: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)  # (verb, path)
     created: list[str] = field(default_factory=list)  # "namespace/name" of every pod stored
     deleted: list[str] = field(default_factory=list)  # ... of every pod removed
-    resources: list[dict] = field(default_factory=list)  # each stored pod's first container's resources
+    containers: list[dict] = field(default_factory=list)  # each stored pod's first container, as created
     execs: list[tuple[str, list[str], int | None]] = field(default_factory=list)  # pod, command, exit code
     max_creating: int = 0
     max_deleting: int = 0
@@ -56,6 +56,6 @@ class Seen:
     def snapshot(self) -> dict[str, object]:
         with self._lock:
             return {"requests": dict(self.requests), "created": list(self.created), "deleted": list(self.deleted),
-                    "resources": list(self.resources),
+                    "containers": list(self.containers),
                     "execs": list(self.execs), "max_creating": self.max_creating, "max_deleting": self.max_deleting,
                     "max_live": self.max_live, "live": self.live}
