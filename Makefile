@@ -12,9 +12,10 @@ demo: deps
 test: deps
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
-# The edit-test loop: everything but the tests marked slow (containers, real servers, the demo).
+# The edit-test loop: everything but the tests marked slow (containers, real servers, the demo, runs at scale),
+# spread over the machine's cores.
 test-fast: deps
-	$(VENV)/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -m "not slow" -n auto $(PYTEST_ARGS)
 
 deps: system-deps $(STAMP)
 

@@ -55,6 +55,7 @@ class ArmRows(HTMLParser):
             self._arm = None
 
 
+@pytest.mark.slow  # a real Chromium end to end: `make test` runs it, `make test-fast` does not
 def test_the_run_page_shows_the_apis_numbers_in_a_real_browser(served, tmp_path):
     base, run_id = served
     with urllib.request.urlopen(f"{base}/runs/{run_id}/summary", timeout=60) as answer:

@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 
 import duckdb
+import pytest
 import yaml
 from support.kube_fake import KubeFake
 from support.kube_fake.instant_pod import InstantPods
 from support.sglang_fake import ScriptedServer
 
+pytestmark = pytest.mark.slow  # leafcost run end to end, 150 episodes: `make test` runs them, `make test-fast` not
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 STEPS = 3  # tool calls per model episode, each a request on the pod's tool-runner stream
 OBSERVATION = "instant pod: Bash done"  # what InstantPods' runner answers a Bash call

@@ -217,7 +217,7 @@ def test_the_kubernetes_backend_without_an_image_lock_is_refused_at_once(kube_in
 
 
 def test_a_throttling_api_server_delays_an_attempt_but_does_not_fail_it(tmp_path):
-    """429s (with Retry-After) on pod reads, creations, deletions and execs, and a creation the server stored but
+    """429s (with Retry-After) on a pod's creation, exec and deletion, and a creation the server stored but
     answered 500: every request is asked again, the one pod is found made, the attempt resolves, nothing is left."""
     from support.kube_fake import KubeFake
     from support.kube_fake.instant_pod import InstantPods
@@ -226,7 +226,7 @@ def test_a_throttling_api_server_delays_an_attempt_but_does_not_fail_it(tmp_path
     lock.write_text(json.dumps({"format": 1, "engine": "podman", "tasks": {
         "cron-next-run": {"image": "x", "id": "sha256:" + "a" * 64, "repo_digest": None}}}))
     with KubeFake(mode="instant", exec_handler=InstantPods()) as kube:
-        kube.faults.throttled = 4  # the creation, four times; its fifth try is stored and answered 500
+        kube.faults.throttled = 2  # the creation, twice; its third try is stored and answered 500
         kube.faults.failing_after_create = 1
 
         async def body(opened):
