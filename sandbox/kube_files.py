@@ -16,12 +16,12 @@ import uuid
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from sandbox.container import ARTIFACT_CAP_BYTES
 from sandbox.protocol import SandboxError, file_from_tar
 
 if TYPE_CHECKING:
     from sandbox.kubernetes import KubeCluster
 
-ARTIFACT_CAP_BYTES = 1 << 30  # one artifact path's tar, at most
 _SPOOL_BYTES = 8 << 20  # an artifact's tar stays in memory up to this, then in a temporary file of ours
 _CHUNK = 1 << 20
 
@@ -145,38 +145,20 @@ async def get_file(cluster: KubeCluster, pod: str, path: str, limit: int) -> byt
     script = (f"cd {where} 2>/dev/null || exit 3; [ -e {quoted} ] || [ -L {quoted} ] || exit 3; "
               f"[ -f {quoted} ] && [ ! -L {quoted} ] || {{ echo 'not a regular file' >&2; exit 4; }}; "
               f"sha256sum -- {quoted} >&2 && tar -cf - -- {quoted}")
-    result = await _run_bytes(cluster, pod, script, cap=limit + 64 * 1024)
-    code, data, stderr = result
+    out = io.BytesIO()
+    code, stderr = await _run_into(cluster, pod, script, out, cap=limit + 64 * 1024)  # the file, header, padding
     if code == 3:
         return None
+    if code is None:
+        raise OSError(f"{name} is larger than {limit} bytes")
     if code != 0:
         raise OSError(f"{name}: {stderr.strip()[-300:] or f'exit {code}'}")
-    if len(data) > limit + 64 * 1024:
-        raise OSError(f"{name} is larger than {limit} bytes")
+    data = out.getvalue()
     content = file_from_tar(data, name, limit)
     said = stderr.split()[0] if stderr.split() else ""
     if said != hashlib.sha256(content).hexdigest():
         raise OSError(f"{name}: checksum mismatch between the pod and the copy")
     return content
-
-
-async def _run_bytes(cluster: KubeCluster, pod: str, script: str, *, cap: int) -> tuple[int | None, bytes, str]:
-    """Like KubeCluster.run, for binary stdout (kept up to cap + 1 bytes, so an oversized one is told apart)."""
-    stream = await cluster.exec(pod, ["sh", "-s"], stdin=True)
-    out = bytearray()
-    try:
-        await stream.write(script.encode() + b"\nexit\n")
-        await stream.close_stdin()
-        while len(out) <= cap and (chunk := await stream.stdout.read(65536)):
-            out += chunk
-        if len(out) > cap:
-            return 1, bytes(out), "larger than the limit"
-        code = await asyncio.wait_for(stream.wait(), 60)
-    finally:
-        await stream.close()
-    return code, bytes(out), bytes(stream.stderr).decode("utf-8", "replace")
-
-
 
 
 def _owned_by_root(member: tarfile.TarInfo) -> tarfile.TarInfo:

@@ -305,3 +305,39 @@ def test_a_task_run_wholly_as_one_non_root_user_gets_a_non_root_pod(kube_contain
     assert verdict.grade.resolved, verdict.grade
     assert "mine" in verdict.patch and "a + b" in verdict.patch  # captured by the same user, Leaf's way
     assert gone(kube, kube.seen.created[0].split("/", 1)[1])
+
+
+def test_a_file_out_of_a_pod_is_its_bytes_none_when_missing_and_refused_when_over_the_limit(tmp_path):
+    """get_file through the pod's tar stream: the checked bytes, None for no file, and a file larger than the
+    limit refused as such (its stream cut off at the cap, never read whole)."""
+    from kubernetes import client, config
+
+    from sandbox.kube_files import get_file
+    from sandbox.kube_manifests import attempt_pod
+    from sandbox.kubernetes import cluster_for
+    from sandbox.tasks import EnvironmentConfig
+    from support.kube_fake import KubeFake
+    from support.kube_fake.instant_pod import InstantPods
+
+    pods = InstantPods()
+    with KubeFake(mode="instant", exec_handler=pods) as kube:
+        config.load_kube_config(config_file=str(kube.kubeconfig))
+        client.CoreV1Api().create_namespaced_pod(kube.namespace, attempt_pod(
+            name="p", namespace=kube.namespace, image="x", environment=EnvironmentConfig(), workdir="/",
+            labels={}, spec_hash="0", deadline_sec=60))
+        pods.files[(kube.namespace, "p")] = {"/logs/verifier/reward.txt": b"1\n",
+                                             "/logs/verifier/big": b"x" * (1 << 20)}
+
+        async def read(path: str, limit: int):
+            try:
+                return await get_file(cluster_for(options_for(kube)), "p", path, limit)
+            except OSError as exc:
+                return str(exc)
+            finally:
+                await close_clusters()
+
+        small = asyncio.run(read("/logs/verifier/reward.txt", 1 << 20))
+        missing = asyncio.run(read("/logs/verifier/reward.json", 1 << 20))
+        big = asyncio.run(read("/logs/verifier/big", 1024))
+    assert (small, missing) == (b"1\n", None)
+    assert big == "big is larger than 1024 bytes"
