@@ -20,7 +20,8 @@ test-fast: deps
 deps: system-deps $(STAMP)
 
 # System packages the sandboxes and the tests need (podman, runc and debootstrap: the container backend and its
-# test images). As root they are installed; otherwise we say what to run.
+# test images; catatonit: its keep-alive; slirp4netns: the network its image builds run in). As root they are
+# installed; otherwise we say what to run.
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
@@ -29,6 +30,8 @@ system-deps:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v podman >/dev/null 2>&1 || missing="$$missing podman"; \
 	command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
+	command -v catatonit >/dev/null 2>&1 || missing="$$missing catatonit"; \
+	command -v slirp4netns >/dev/null 2>&1 || missing="$$missing slirp4netns"; \
 	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
 	[ -x /usr/bin/python3 ] || missing="$$missing python3"; \
 	$(PYTHON) -c 'import ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \

@@ -4,6 +4,9 @@ adapter owns: what the server says about itself, its metrics samples and the lea
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
 
@@ -26,6 +29,34 @@ class Usage(BaseModel):
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(**{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields})
+
+    def impossibility(self) -> str | None:
+        """Why no server could have counted this (a negative count, one past USAGE_CEILING, a part larger than
+        its whole), or None. An answer with impossible usage is an endpoint error, never priced."""
+        for name in Usage.model_fields:
+            value = getattr(self, name)
+            if value < 0:
+                return f"{name} is negative ({value})"
+            if value > USAGE_CEILING:
+                return f"{name} is {value}, above {USAGE_CEILING} (2**30, 500x the largest context window)"
+        for part, whole in (("cached_tokens", "prompt_tokens"), ("cache_write_tokens", "prompt_tokens"),
+                            ("reasoning_tokens", "completion_tokens")):
+            if getattr(self, part) > getattr(self, whole):
+                return f"{part} ({getattr(self, part)}) exceeds {whole} ({getattr(self, whole)})"
+        return None
+
+
+# The most tokens one call can report: 2**30 (about 1.07e9) is over 500 times the largest context window any
+# model offers (2M tokens), so a count above it is not a big call but a broken or hostile server. A fixed bound,
+# not the arm's context limit: an adapter does not know the arm's budgets, and sums of such counts over billions
+# of calls still fit the ledger's BIGINT.
+USAGE_CEILING = 2**30
+# How a call whose answer reported impossible usage is recorded: status bad_response, its error starting so.
+IMPOSSIBLE_USAGE = "impossible usage"
+
+
+class ImpossibleUsage(ValueError):
+    """An answer's usage that no server could have counted (see Usage.impossibility); the message says why."""
 
 
 class ToolCall(BaseModel):
@@ -57,6 +88,37 @@ class CallAttempt(BaseModel):
     router_fallbacks: int | None = None
     router_model: str | None = None  # the model name (group) the router says answered: a fallback's differs
     router_deployment: str | None = None  # the router's id of the deployment that answered
+    answer_truncated_chars: int = 0  # characters cut from the answer's fields past their caps (adapters.answers)
+    call_key: str | None = None  # our id of this request, sent to routers that log it (see CallIntent)
+
+
+class CallIntent(BaseModel):
+    """A request about to be sent, announced before it leaves: if the process dies before its answer is recorded,
+    the intent is what says a call may have been served (and billed), and how big it could have been."""
+
+    call_key: str  # unique per request; a router that logs request ids (litellm's x-litellm-call-id) keeps it
+    attempt: int
+    model: str
+    request_bytes: int  # the JSON body's size: an upper bound on its prompt tokens
+    max_tokens: int | None  # the completion cap the request carries (None: it carries none)
+    sent_at: datetime = Field(default_factory=utcnow)
+
+
+IntentSink = Callable[[CallIntent], Awaitable[None]]
+# Who keeps this task's intents (an episode's recorder). A context variable because one adapter serves an arm's
+# concurrent episodes, each in its own task: the sink reaches the adapter's send without a parameter of `chat`.
+CALL_INTENTS: ContextVar[IntentSink | None] = ContextVar("leafcost_call_intents", default=None)
+
+
+def new_call_key() -> str:
+    return "leafcost-" + uuid.uuid4().hex
+
+
+async def announce(intent: CallIntent) -> None:
+    """Hands the intent to this task's sink and returns once it is kept; a sink that fails stops the send."""
+    sink = CALL_INTENTS.get()
+    if sink is not None:
+        await sink(intent)
 
 
 class Turn(BaseModel):
@@ -71,6 +133,7 @@ class Turn(BaseModel):
     latency_sec: float = 0.0  # wall time of the whole turn, retries included
     model: str = ""
     request_extras: dict[str, Any] = Field(default_factory=dict)  # fields the adapter added to the request
+    truncated_chars: dict[str, int] = Field(default_factory=dict)  # field -> characters cut past its cap
 
 
 AdapterErrorKind = Literal["unreachable", "configuration", "rate_limited", "server_error", "timeout", "bad_response",

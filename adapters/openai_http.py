@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import re
 import time
@@ -17,8 +18,10 @@ import aiohttp
 import yarl
 from pydantic import SecretStr
 
-from adapters.base import (INFRASTRUCTURE_KINDS, AdapterError, ArmStart, CallAttempt, ServerSample, ToolCall, Turn,
-                           Usage, utcnow)
+from adapters.base import (IMPOSSIBLE_USAGE, INFRASTRUCTURE_KINDS, USAGE_CEILING, AdapterError, ArmStart,
+                           CallAttempt, CallIntent, ImpossibleUsage, ServerSample, ToolCall, Turn, Usage, announce,
+                           new_call_key, utcnow)
+from adapters.answers import ANSWER_BODY_CAP_BYTES, answer_name, answer_text, valid_text
 from adapters.scrubbing import redact_url, scrub, scrub_error, scrub_start, url_secrets
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
@@ -123,7 +126,8 @@ class OpenAICompatibleAdapter:
                    max_tokens: int | None = None, deadline: float | None = None) -> Turn:
         body = self.request_body(messages, tools, max_tokens)
         payload = json.dumps(body).encode()
-        turn = await retry_turn(lambda number: self._post(number, payload, deadline), max_retries=self.max_retries,
+        turn = await retry_turn(lambda number: self._post(number, payload, deadline, max_tokens),
+                                max_retries=self.max_retries,
                                 deadline=deadline, describe=self.describe, scrub=self.scrub)
         return turn.model_copy(update={"request_extras": {k: v for k, v in body.items()
                                                            if k not in {"messages", "tools", "model"}}})
@@ -158,7 +162,7 @@ class OpenAICompatibleAdapter:
         try:
             async with self.session.get(self._request_url(url),
                                         timeout=aiohttp.ClientTimeout(total=timeout)) as response:
-                return response.status, await response.text(errors="replace")
+                return response.status, await read_answer_body(response)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:  # ValueError: an unusable URL
             return None, f"{type(exc).__name__}: {exc}"
 
@@ -169,23 +173,34 @@ class OpenAICompatibleAdapter:
             return url
         return yarl.URL(url).with_user(None)
 
-    async def _post(self, number: int, payload: bytes,
-                    deadline: float | None) -> tuple[CallAttempt, Turn | None, float | None]:
+    def call_headers(self, call_key: str) -> dict[str, str]:
+        """Headers naming the request for the endpoint's own logs (a router's spend log); none by default."""
+        return {}
+
+    async def _post(self, number: int, payload: bytes, deadline: float | None,
+                    max_tokens: int | None = None) -> tuple[CallAttempt, Turn | None, float | None]:
+        # The intent is kept before the request leaves: a process killed mid-call leaves it without an answer.
+        call_key = new_call_key()
+        await announce(CallIntent(call_key=call_key, attempt=number, model=self.model, request_bytes=len(payload),
+                                  max_tokens=max_tokens))
         attempt, clock, timeout = open_attempt(number, self.model, self.request_timeout_sec, deadline)
+        attempt.call_key = call_key
         try:
             async with asyncio.timeout(timeout):
                 async with self.session.post(self._request_url(self.base_url + "/chat/completions"),
-                                             data=payload) as response:
-                    status, text = response.status, await response.text(errors="replace")
-                    headers = response.headers
+                                             data=payload, headers=self.call_headers(call_key)) as response:
+                    status, headers = response.status, response.headers
+                    text = await read_answer_body(response)
         except TimeoutError:
             status_name = "cancelled" if past_deadline(deadline) else "timeout"
             return fail_attempt(attempt, clock, status_name, f"no answer within {timeout:.1f}s"), None, None
         except aiohttp.ClientError as exc:
             return fail_attempt(attempt, clock, "connection_error", _connection_error(exc)), None, None
+        except AnswerTooLarge as exc:  # never parsed: the attempt is the endpoint's error, its tokens unknown
+            return fail_attempt(attempt, clock, "bad_response", str(exc)), None, None
         attempt.latency_sec = time.monotonic() - clock
         attempt.http_status = status
-        attempt.request_id = headers.get("x-request-id")
+        attempt.request_id = answer_name(headers.get("x-request-id") or "") or None  # raw header bytes
         if status != 200:
             attempt.status = "http_error"
             attempt.error = f"HTTP {status}: {error_message(text)}"
@@ -194,11 +209,16 @@ class OpenAICompatibleAdapter:
         try:
             data = json.loads(text)
             turn = parse_completion(data, self.model)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
+        except ImpossibleUsage as exc:  # its own reason, counted apart (impossible_usage_calls) and never priced
             attempt.status = "bad_response"
-            attempt.error = f"unusable answer ({type(exc).__name__}: {str(exc)[:200]}): {text[:200]!r}"
+            attempt.error = f"{IMPOSSIBLE_USAGE}: {exc}"
+            return attempt, None, None
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as exc:
+            attempt.status = "bad_response"  # any shape or type an endpoint can send: this call's error, no more
+            attempt.error = valid_text(f"unusable answer ({type(exc).__name__}: {str(exc)[:200]}): {text[:200]!r}")
             return attempt, None, None
         attempt.usage, attempt.finish_reason, attempt.model = turn.usage, turn.finish_reason, turn.model
+        attempt.answer_truncated_chars = sum(turn.truncated_chars.values())
         self.read_answer(attempt, headers, data)
         return attempt, turn, None
 
@@ -234,40 +254,132 @@ async def retry_turn(send: SendAttempt, *, max_retries: int, deadline: float | N
     raise AssertionError("unreachable")  # the loop always returns or raises
 
 
-def parse_completion(data: dict[str, Any], requested_model: str) -> Turn:
-    """An OpenAI chat completion (SGLang, vLLM and llama.cpp spellings) as a Turn."""
-    choice = data["choices"][0]
-    message = choice["message"]
-    calls = [ToolCall(id=str(call.get("id") or f"call_{index}"), name=str(call["function"]["name"]),
-                      arguments=_arguments_text(call["function"].get("arguments")))
-             for index, call in enumerate(message.get("tool_calls") or [])]
-    content = message.get("content")
+def parse_completion(data: Any, requested_model: str) -> Turn:
+    """An OpenAI chat completion (SGLang, vLLM and llama.cpp spellings) as a Turn. Every string is made valid
+    Unicode and capped (adapters.answers), the cuts counted in `truncated_chars`; a shape or a type no server
+    sends raises TypeError, KeyError or IndexError (the call's bad_response)."""
+    choices = _field(data, "choices", list, "the answer")
+    choice = choices[0]
+    message = _field(choice, "message", dict, "choices[0]")
+    cut: dict[str, int] = {}
+    calls = []
+    raw_calls = message.get("tool_calls") or []  # servers send null, [] or leave it out
+    if not isinstance(raw_calls, list):
+        raise TypeError(f"message.tool_calls is a {type(raw_calls).__name__}, not a list")
+    for index, call in enumerate(raw_calls):
+        function = _field(call, "function", dict, f"tool_calls[{index}]")
+        arguments, dropped = answer_text(_arguments_text(function.get("arguments")))
+        if dropped:
+            cut[f"tool_calls[{index}].arguments"] = dropped
+        calls.append(ToolCall(id=answer_name(str(call.get("id") or f"call_{index}")),
+                              name=answer_name(str(function["name"])), arguments=arguments))
+    content = _field(message, "content", str, "message", optional=True)
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if content is not None and not isinstance(content, str):
-        raise TypeError("message.content is not a string")
-    return Turn(content=content, reasoning=reasoning if isinstance(reasoning, str) else None, tool_calls=calls,
-                finish_reason=choice.get("finish_reason"), usage=parse_usage(data.get("usage") or {}),
-                model=str(data.get("model") or requested_model))
+    texts = {"content": content, "reasoning": reasoning if isinstance(reasoning, str) else None}
+    for field, text in texts.items():
+        if text is not None:
+            texts[field], dropped = answer_text(text)
+            if dropped:
+                cut[field] = dropped
+    finish_reason = _field(choice, "finish_reason", str, "choices[0]", optional=True)
+    return Turn(content=texts["content"], reasoning=texts["reasoning"], tool_calls=calls,
+                finish_reason=answer_name(finish_reason) if finish_reason is not None else None,
+                usage=parse_usage(data.get("usage") or {}), truncated_chars=cut,
+                model=answer_name(str(data.get("model") or requested_model)))
 
 
-def parse_usage(usage: dict[str, Any]) -> Usage:
+def _field(holder: Any, name: str, kind: type, where: str, *, optional: bool = False) -> Any:
+    """`holder[name]`, checked to be a `kind` (None allowed when optional): garbage is named, never guessed at."""
+    if not isinstance(holder, dict):
+        raise TypeError(f"{where} is a {type(holder).__name__}, not an object")
+    value = holder.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind):
+        shown = "missing" if value is None else f"a {type(value).__name__}"
+        raise TypeError(f"{where}.{name} is {shown}, not a {kind.__name__}")
+    if kind is list and not optional and not value:
+        raise IndexError(f"{where}.{name} is empty")
+    return value
+
+
+def parse_usage(usage: Any) -> Usage:
     """Reads both SGLang's top-level `reasoning_tokens` and OpenAI's `completion_tokens_details`; cache writes
-    as OpenRouter (`prompt_tokens_details.cache_write_tokens`) or litellm (`cache_creation_input_tokens`) say."""
-    prompt_details = usage.get("prompt_tokens_details") or {}
-    completion_details = usage.get("completion_tokens_details") or {}
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    cache_write = prompt_details.get("cache_write_tokens") or usage.get("cache_creation_input_tokens") or 0
-    return Usage(prompt_tokens=prompt, completion_tokens=completion,
-                 cached_tokens=int(prompt_details.get("cached_tokens") or 0), cache_write_tokens=int(cache_write),
-                 reasoning_tokens=int(usage.get("reasoning_tokens") or completion_details.get("reasoning_tokens") or 0),
-                 total_tokens=int(usage.get("total_tokens") or prompt + completion))
+    as OpenRouter (`prompt_tokens_details.cache_write_tokens`) or litellm (`cache_creation_input_tokens`) say.
+    A count that is not a whole number (a string, a bool, 1.5, NaN) or is impossible (Usage.impossibility)
+    raises ImpossibleUsage: such an answer is the endpoint's error, never priced."""
+    if not isinstance(usage, dict):
+        raise ImpossibleUsage(f"usage is a {type(usage).__name__}, not an object")
+    prompt_details = _details(usage, "prompt_tokens_details")
+    completion_details = _details(usage, "completion_tokens_details")
+    prompt = _token_count(usage, "prompt_tokens")
+    completion = _token_count(usage, "completion_tokens")
+    cache_write = (_token_count(prompt_details, "cache_write_tokens", "prompt_tokens_details.")
+                   or _token_count(usage, "cache_creation_input_tokens"))
+    reasoning = (_token_count(usage, "reasoning_tokens")
+                 or _token_count(completion_details, "reasoning_tokens", "completion_tokens_details."))
+    parsed = Usage(prompt_tokens=prompt, completion_tokens=completion,
+                   cached_tokens=_token_count(prompt_details, "cached_tokens", "prompt_tokens_details."),
+                   cache_write_tokens=cache_write, reasoning_tokens=reasoning,
+                   total_tokens=_token_count(usage, "total_tokens") or prompt + completion)
+    problem = parsed.impossibility()
+    if problem is not None:
+        raise ImpossibleUsage(problem)
+    return parsed
+
+
+def _details(usage: dict[str, Any], name: str) -> dict[str, Any]:
+    details = usage.get(name)
+    if not details:  # null, {} or [] say nothing
+        return {}
+    if not isinstance(details, dict):
+        raise ImpossibleUsage(f"{name} is a {type(details).__name__}, not an object")
+    return details
+
+
+def _token_count(fields: dict[str, Any], name: str, prefix: str = "") -> int:
+    """A count as a server sends it: a JSON integer (or an integral float such as 12.0); absent or null is 0."""
+    value = fields.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ImpossibleUsage(f"{prefix}{name} is not a number: {str(value)[:40]!r}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ImpossibleUsage(f"{prefix}{name} is not a whole number: {value!r}")
+    count = int(value)
+    if count < 0 or count > USAGE_CEILING:
+        raise ImpossibleUsage(f"{prefix}{name} is {count}, outside 0..{USAGE_CEILING} (2**30, 500x the largest "
+                              "context window)")
+    return count
 
 
 def _arguments_text(arguments: Any) -> str:
     if arguments is None:
         return ""
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+class AnswerTooLarge(ValueError):
+    """An HTTP answer past ANSWER_BODY_CAP_BYTES: not read further, never parsed."""
+
+
+async def read_answer_body(response: aiohttp.ClientResponse) -> str:
+    """The answer's text (UTF-8, undecodable bytes as U+FFFD), read to ANSWER_BODY_CAP_BYTES at most: aiohttp
+    itself puts no bound on a body, so a 100 MB answer would otherwise be held whole (and then written)."""
+    declared = response.content_length
+    if declared is not None and declared > ANSWER_BODY_CAP_BYTES:
+        raise AnswerTooLarge(_too_large(f"{declared} bytes declared"))
+    body = bytearray()
+    while chunk := await response.content.read(2**20):
+        body += chunk
+        if len(body) > ANSWER_BODY_CAP_BYTES:
+            raise AnswerTooLarge(_too_large(f"over {ANSWER_BODY_CAP_BYTES} bytes sent"))
+    return body.decode("utf-8", errors="replace")
+
+
+def _too_large(what: str) -> str:
+    return (f"answer too large ({what}): leafcost reads at most {ANSWER_BODY_CAP_BYTES // 2**20} MiB of an answer "
+            "(adapters.answers.ANSWER_BODY_CAP_BYTES); the rest was not read")
 
 
 def open_attempt(number: int, model: str, request_timeout_sec: float,

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
+from urllib.parse import urlencode
+
+from pydantic import BaseModel
 
 from adapters.base import AdapterError, ArmStart, CallAttempt, ServerSample
 from adapters.openai_http import (REFUSED_KEY, OpenAICompatibleAdapter, check_listed, error_message,
@@ -23,6 +26,7 @@ API_KEY_ENV_ORDER = DEFAULT_KEY_ENVS
 STANDARD_SAMPLING = frozenset({"temperature", "top_p", "presence_penalty", "frequency_penalty", "seed", "stop"})
 PROTOCOL = "openai-chat-completions"
 COST_HEADER = "x-litellm-response-cost"
+CALL_ID_HEADER = "x-litellm-call-id"
 
 
 class RouterAdapter(OpenAICompatibleAdapter):
@@ -84,6 +88,11 @@ class RouterAdapter(OpenAICompatibleAdapter):
             body[self.max_tokens_field] = max_tokens
         return body
 
+    def call_headers(self, call_key: str) -> dict[str, str]:
+        """litellm's proxy keeps this id as the request's `litellm_call_id` in its spend log, where a call whose
+        answer a crash lost is found again (compare.reconcile); other routers ignore the header."""
+        return {CALL_ID_HEADER: call_key}
+
     def describe(self, attempt: CallAttempt, kind: str) -> str:
         return f"{self.endpoint}: {attempt.error}{self._advice(attempt) if kind == 'configuration' else ''}"
 
@@ -96,6 +105,28 @@ class RouterAdapter(OpenAICompatibleAdapter):
 
     async def sample_metrics(self) -> ServerSample | None:
         return None
+
+    async def spend_log(self, call_key: str) -> SpendLog:
+        """What the router's spend log holds for one request we sent (litellm's proxy: `GET /spend/logs?request_id=`
+        matches its x-litellm-call-id), read with the arm's key. A router without that log (no database behind a
+        LiteLLM proxy, or another router) answers an error: `entries` is then None, and `note` says why."""
+        url = self.base_url.removesuffix("/v1") + "/spend/logs?" + urlencode({"request_id": call_key})
+        status, text = await self.get_text(url)
+        where = redact_url(self.base_url.removesuffix("/v1")) + "/spend/logs"
+        if status is None:
+            return SpendLog(entries=None, note=self.scrub(f"{where}: {text}"))
+        if status != 200:
+            return SpendLog(entries=None, note=self.scrub(f"{where}: HTTP {status}: {error_message(text)}"))
+        try:
+            rows = json.loads(text)
+        except ValueError:
+            return SpendLog(entries=None, note=f"{where}: not JSON")
+        if not isinstance(rows, list):
+            return SpendLog(entries=None, note=f"{where}: not a list of spend logs")
+        entries = [_spend_entry(row) for row in rows if isinstance(row, dict)
+                   and call_key in (row.get("request_id"), row.get("litellm_call_id"))]
+        return SpendLog(entries=entries, note=f"{where}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} "
+                                              "for this request")
 
     async def stop(self) -> None:
         await super().stop()
@@ -123,6 +154,24 @@ class RouterAdapter(OpenAICompatibleAdapter):
             return listed_models(json.loads(text))
         except ValueError:
             raise AdapterError("bad_response", self.scrub(f"{url}: not JSON: {text[:200]!r}")) from None
+
+
+class SpendEntry(BaseModel):
+    """One row of a router's spend log: what it billed for a request, and the tokens it counted."""
+
+    spend_usd: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+class SpendLog(BaseModel):
+    entries: list[SpendEntry] | None  # None: the router keeps no spend log we can read
+    note: str
+
+
+def _spend_entry(row: dict[str, Any]) -> SpendEntry:
+    return SpendEntry(spend_usd=_number(row.get("spend")), prompt_tokens=_count(row.get("prompt_tokens")),
+                      completion_tokens=_count(row.get("completion_tokens")))
 
 
 def _refused_key_without_db(status: int, text: str) -> bool:

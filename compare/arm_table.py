@@ -21,8 +21,8 @@ class Cell:
     label: str
     text: str  # the figure without its interval
     value: Any = None
-    ci: list[float] | None = None
-    ci_text: str | None = None  # "[low, high]", or None without an interval
+    ci: list[float | None] | None = None  # a None bound: that side is unbounded
+    ci_text: str | None = None  # "[low, high]", "[low, ∞)" when one-sided, or None without an interval
     reason: str | None = None  # why an estimate has no number or no interval
 
     @property
@@ -41,6 +41,7 @@ class Column:
     of: str | None = None  # a second field shown beside a count: "resolved/attempts"
     join: str = "/"
     short: str | None = None  # the label in a terminal, where columns are narrow
+    note: str | None = None  # a count shown after the figure when it is not 0: "5/10, 2 flagged"
 
     @property
     def description(self) -> str:
@@ -60,6 +61,7 @@ class Column:
             text = "" if value is None else str(value)
         elif self.format == "count":
             text = str(value) if self.of is None else f"{value}{self.join}{_dig(arm, self.of)}"
+            text += _note(arm, self.note)
         else:
             text = FORMATS[self.format](value)
         return Cell(self.key, self.label, text, value)
@@ -91,7 +93,9 @@ ARM_COLUMNS: tuple[Column, ...] = (
     Column("model", "model", "model", "text"),
     Column("status", "status", "status", "text"),
     Column("tasks_seeds", "tasks×seeds", "tasks", "count", of="seeds", join="×"),
-    Column("resolved_attempts", "resolved attempts", "resolved_attempts", "count", of="attempts", short="resolved"),
+    Column("resolved_attempts", "resolved attempts", "resolved_attempts", "count", of="attempts", short="resolved",
+           note="flagged_attempts"),
+    Column("flagged_attempts", "flagged (patch touches the tests)", "flagged_attempts", "count", short="flagged"),
     Column("resolved_tasks", "resolved tasks", "resolved_tasks", "count", of="tasks"),
     Column("avg_at_k", "resolve rate Avg@k [95% CI]", "avg_at_k", "share_ci", short="Avg@k [95% CI]"),
     Column("cost_per_resolved_attempt", "per resolved attempt [95% CI]", "cost_per_resolved_attempt", "usd_ci",
@@ -105,8 +109,12 @@ ARM_COLUMNS: tuple[Column, ...] = (
     Column("utilization", "utilization", "utilization", "share", short="util."),
     Column("harness_error_rate", "harness errors", "harness_error_rate", "share"),
     Column("infra_error_rate", "infra errors", "infra_error_rate", "share"),
+    Column("grading_error_rate", "grading errors", "grading_error_rate", "share"),
     Column("price_source", "prices", "price_source", "text"),
     Column("unpriced_calls", "unpriced calls", "unpriced_calls", "count"),
+    Column("impossible_usage_calls", "impossible usage calls", "impossible_usage_calls", "count"),
+    Column("unrecorded_calls", "unrecorded calls", "unrecorded_spend.calls", "count"),
+    Column("unrecorded_bound", "unrecorded spend, at most", "unrecorded_spend.bound_usd", "usd"),
 )
 
 # What `leafcost summary` prints (a terminal is narrower than a page), in this order, a tuple sharing one column
@@ -149,8 +157,34 @@ def _estimate_cell(column: Column, entry: dict[str, Any]) -> Cell:
     if value is None:
         return Cell(column.key, column.label, "n/a", reason=reason or "no number")
     fmt = FORMATS[column.format]
-    ci_text = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "[no CI]"
-    return Cell(column.key, column.label, fmt(value), value, ci, ci_text, reason)
+    return Cell(column.key, column.label, fmt(value), value, ci, interval_text(ci, fmt), reason)
+
+
+def interval_text(ci: list[float | None] | tuple[float | None, float | None] | None, fmt) -> str:
+    """"[low, high]"; a one-sided interval with its open side as infinity, "[low, ∞)" or "(−∞, high]" (the bound
+    that exists, never a null); "[no CI]" without an interval."""
+    if not ci:
+        return "[no CI]"
+    low, high = ci
+    return (("(−∞" if low is None else f"[{fmt(low)}") + ", "
+            + ("∞)" if high is None else f"{fmt(high)}]"))
+
+
+def flagged_notes(arm: dict[str, Any]) -> list[str]:
+    """One line per flagged attempt of an arm's summary entry: reward hacking shown, not hidden."""
+    counted = " (not counted: strict grading)" if arm.get("strict_grading") else ""
+    return [f"{arm['arm']}: {flag['task_id']} seed {flag['seed']} resolved with a patch touching the test "
+            f"harness{counted}: " + (", ".join(flag["paths"]) if flag["paths"] is not None
+                                     else "no patch was captured to check")
+            for flag in arm.get("flagged") or []]
+
+
+def _note(arm: dict[str, Any], path: str | None) -> str:
+    """", 3 flagged" (", 3 flagged, not counted" when strict) beside a count, or nothing."""
+    count = _dig(arm, path) if path else None
+    if not count:
+        return ""
+    return f", {count} flagged" + (", not counted" if arm.get("strict_grading") else "")
 
 
 def _dig(document: dict[str, Any], path: str) -> Any:

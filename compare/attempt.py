@@ -6,11 +6,12 @@ attempt's record is filled as it goes, so a cancelled attempt still leaves what 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from compare.episode import EpisodeRecorder, EpisodeResult, ExitReason, TRAJECTORY_FORMAT
 from compare.solvers import Solver
-from sandbox import BuildError, SandboxError, SandboxOptions, Task, open_sandbox, verify
+from sandbox import BuildError, SandboxError, SandboxOptions, Task, harness_paths, open_sandbox, verify
 
 
 class AttemptOutcome:
@@ -29,6 +30,13 @@ class AttemptOutcome:
         self.cancelled = False
         self.error: str | None = None
         self.cpu_seconds: float | None = None
+        # the patch's paths in the test harness (sandbox.reward_hacking); None: no patch was captured to check
+        self.hack_paths: list[str] | None = []
+
+    @property
+    def flagged(self) -> bool:
+        """A resolved attempt whose patch touches the test harness, or whose patch could not be checked."""
+        return self.resolved and self.hack_paths != []
 
     def fail(self, exit_reason: ExitReason, error: str) -> None:
         """An error of the harness or of the task: not retried, not the model's miss, counted as an error."""
@@ -52,7 +60,8 @@ class AttemptOutcome:
         document.update({"exit_reason": self.exit_reason, "output_patch": self.patch, "patch_error": self.patch_error,
                          **ids, "error": self.error or (self.result.error if self.result else None),
                          "grade": self.grade.model_dump() if self.grade else None, "rewards": self.rewards,
-                         "sandbox_spec_hash": self.sandbox.spec_hash if self.sandbox else None})
+                         "sandbox_spec_hash": self.sandbox.spec_hash if self.sandbox else None,
+                         "reward_hacking": {"flagged": self.flagged, "paths": self.hack_paths}})
         return document
 
     def ledger_fields(self) -> dict[str, Any]:
@@ -66,12 +75,15 @@ class AttemptOutcome:
                 "sandbox_spec_hash": opened.spec_hash if opened else None,
                 "isolation": opened.spec.isolation if opened else None, "sandbox_cpu_seconds": self.cpu_seconds,
                 "sandbox_start_sec": opened.start_seconds if opened else None,
-                "patch_bytes": len(self.patch.encode())}
+                "patch_bytes": len(self.patch.encode()), "hack_paths": self.hack_paths, "flagged": self.flagged}
 
 
 async def run_attempt(outcome: AttemptOutcome, solver: Solver, task: Task, options: SandboxOptions,
-                      recorder: EpisodeRecorder, labels: dict[str, str]) -> None:
-    """Fills `outcome`; raises nothing but a cancel (which it records first)."""
+                      recorder: EpisodeRecorder, labels: dict[str, str],
+                      on_result: Callable[[EpisodeResult], None] | None = None) -> None:
+    """Fills `outcome`; raises nothing but a cancel (which it records first). `on_result` hears how the episode
+    ended before anything is graded. An episode a configuration error ended is not graded: the model never
+    worked, so there is nothing to judge."""
     opened = None
     try:
         opened = await open_sandbox(task, options, solution=solver.sees_solution, labels=labels)
@@ -79,11 +91,15 @@ async def run_attempt(outcome: AttemptOutcome, solver: Solver, task: Task, optio
         result = await solver.solve(opened.sandbox, task, recorder)
         outcome.result = result
         outcome.infra_error, outcome.harness_error = result.infrastructure_error, result.harness_error
-        if opened.sandbox.alive:  # verify stops the solver's processes before it reads anything
+        if on_result is not None:
+            on_result(result)
+        # verify stops the solver's processes before it reads anything
+        if opened.sandbox.alive and result.exit_reason != "configuration_error":
             verification = await verify(opened, task)
             outcome.patch, outcome.patch_error = verification.patch, verification.patch_error
             outcome.grade, outcome.rewards = verification.grade, verification.reward_document
             outcome.resolved = outcome.grade.resolved
+            outcome.hack_paths = None if outcome.patch_error else harness_paths(outcome.patch, task.swebench)
     except SandboxError as exc:
         outcome.infra_error, outcome.error = True, f"{type(exc).__name__}: {exc}"
     except (BuildError, FileNotFoundError) as exc:  # the task itself is broken: rerunning cannot help

@@ -95,6 +95,9 @@ def run(
     serve_port: Annotated[int | None, typer.Option(
         "--serve", metavar="PORT", min=1, max=65535,
         help="also serve the API and web page on 127.0.0.1:PORT while the run writes the ledger")] = None,
+    strict_grading: Annotated[bool, typer.Option(
+        "--strict-grading", help="this run's figures count a resolved attempt whose patch touches the test harness "
+                                 "(conftest.py, pytest settings, the graded tests...) as not resolved")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Run every arm of SPEC.yaml on the same episodes, recording every call in the ledger."""
@@ -105,12 +108,12 @@ def run(
     except SpecError as exc:
         fail(str(exc), 2)
     summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}",
-                        serve_port=serve_port)
+                        serve_port=serve_port, strict_grading=strict_grading)
     raise typer.Exit(0 if summary.status == "finished" else 1)
 
 
 def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun: str,
-              skip_arms: dict[str, str] | None = None, serve_port: int | None = None):
+              skip_arms: dict[str, str] | None = None, serve_port: int | None = None, strict_grading: bool = False):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -135,7 +138,8 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
                 progress.update(bars[arm.arm], completed=arm.done, resolved=arm.resolved, errors=arm.errors,
                                 spend=arm.spend_usd)
 
-            runner = Runner(spec, ledger, db_path=db_path, run_id=resume, skip_arms=skip_arms, on_progress=show)
+            runner = Runner(spec, ledger, db_path=db_path, run_id=resume, skip_arms=skip_arms, on_progress=show,
+                            strict_grading=strict_grading)
             try:
                 summary = asyncio.run(_until_terminated(runner.run()))
             except RunError as exc:
@@ -176,17 +180,19 @@ def _print_run_summary(summary) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from compare.display import shown
+
     table = Table(title=f"leafcost run {summary.run_id} ({summary.status})")
     for column in ("arm", "episodes", "resolved", "errors", "spend USD", "note"):
         table.add_column(column, overflow="fold")
     for arm in summary.arms:
         table.add_row(arm.arm, f"{arm.done}/{arm.total}", str(arm.resolved), str(arm.errors),
-                      f"{arm.spend_usd:.4f}", arm.status_reason or ("" if arm.status == "ready" else arm.status))
+                      f"{arm.spend_usd:.4f}", shown(arm.status_reason or ("" if arm.status == "ready" else arm.status)))
     console = Console(width=max(120, Console().width))
     console.print(table)
     for warning in summary.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
-    console.print(f"ledger: {summary.db}   trajectories: {summary.trajectories}")
+        console.print(f"[yellow]warning:[/yellow] {shown(warning)}")  # quotes tasks, endpoints and models
+    console.print(f"ledger: {shown(summary.db)}   trajectories: {shown(summary.trajectories)}")
 
 
 @app.command()
@@ -320,6 +326,7 @@ def images_lock(
     as_json: JsonOption = False,
 ) -> None:
     """Build or pull every task's image and pin each to its image ID; a run spec requires it with `images:`."""
+    from compare.display import clean
     from sandbox import SuiteError, load_suite
     from sandbox.engine import engine as container_engine
     from sandbox.images import lock_images
@@ -340,15 +347,15 @@ def images_lock(
                      "id": image.id if image else None, "error": error})
         if error:
             failures.append(error)
-        typer.echo(f"[{len(rows)}/{len(suite_tasks.tasks)}] {task.task_id}: "
-                   + (f"{image.reference} {image.id[:19]}" if image else f"FAILED {error}"), err=True)
+        typer.echo(clean(f"[{len(rows)}/{len(suite_tasks.tasks)}] {task.task_id}: "
+                         + (f"{image.reference} {image.id[:19]}" if image else f"FAILED {error}")), err=True)
 
     asyncio.run(lock_images(container_engine(backend), suite_tasks.tasks, output, on_task=done))
     if as_json:
         sys.stdout.write(json.dumps({"lock": str(output), "tasks": rows, "errors": failures}, indent=2) + "\n")
     else:
         for failure in failures:
-            typer.echo(f"leafcost: {failure}", err=True)
+            typer.echo(f"leafcost: {clean(failure)}", err=True)
         typer.echo(f"wrote {output}: {sum(1 for row in rows if not row['error'])} of "
                    f"{len(suite_tasks.tasks) + len(suite_tasks.errors)} tasks locked")
     raise typer.Exit(1 if failures else 0)
@@ -371,6 +378,7 @@ def _validate(suite_name: str, workers: int, images, options, as_json: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from compare.display import clean, shown
     from compare.validate import validate_suite
     from sandbox import SuiteError, load_suite
 
@@ -382,16 +390,17 @@ def _validate(suite_name: str, workers: int, images, options, as_json: bool):
         fail(f"suite {suite_name!r} has no tasks", 2)
     for task in suite.tasks:  # one line each, never wrapped
         for warning in task.warnings:
-            typer.echo(f"leafcost: warning: {warning}", err=True)
+            typer.echo(f"leafcost: warning: {clean(warning)}", err=True)
     err = Console(stderr=True)
-    columns = (TextColumn("validating {task.fields[suite]}"), BarColumn(), MofNCompleteColumn(),
+    columns = (TextColumn("validating {task.fields[suite]}", markup=False), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[last]}"), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=as_json) as progress:
-        bar = progress.add_task("validate", total=len(suite.tasks) + len(suite.errors), suite=suite.name, last="")
+        bar = progress.add_task("validate", total=len(suite.tasks) + len(suite.errors), suite=clean(suite.name),
+                                last="")
 
         def done(result) -> None:
             mark = "ok" if result.valid else "INVALID"
-            progress.update(bar, advance=1, last=f"{result.task_id}: {mark}")
+            progress.update(bar, advance=1, last=f"{shown(result.task_id)}: {mark}")
 
         report = asyncio.run(validate_suite(suite, options, workers=workers, on_result=done))
     if as_json:
@@ -405,16 +414,18 @@ def _print_table(report, unsafe: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from compare.display import shown
+
     def verdict(value: bool | None) -> str:
         return {True: "resolved", False: "not resolved", None: "-"}[value]
 
-    title = "leafcost validate" + (" [UNSAFE: no isolation]" if unsafe else "")
+    title = "leafcost validate" + (" \\[UNSAFE: no isolation]" if unsafe else "")
     table = Table(title=title)
     for column in ("task", "oracle", "empty run", "valid", "seconds", "error"):
         table.add_column(column, overflow="fold")
     for task in report.tasks:
-        table.add_row(task.task_id, verdict(task.oracle_resolved), verdict(task.empty_resolved),
-                      "yes" if task.valid else "NO", f"{task.seconds:.1f}", task.error or "")
+        table.add_row(shown(task.task_id), verdict(task.oracle_resolved), verdict(task.empty_resolved),
+                      "yes" if task.valid else "NO", f"{task.seconds:.1f}", shown(task.error or ""))
     console = Console(width=max(120, Console().width))
     console.print(table)
     console.print(f"valid: {report.valid}  invalid: {report.invalid}")

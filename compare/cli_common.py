@@ -14,5 +14,7 @@ DbOption = Annotated[Path | None, typer.Option(
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"leafcost: {message}", err=True)
+    from compare.display import clean  # messages quote tasks, specs, endpoints: no escape sequence goes through
+
+    typer.echo(f"leafcost: {clean(message)}", err=True)
     raise typer.Exit(code)

@@ -16,6 +16,9 @@ from compare.cli_common import DbOption, JsonOption, fail
 
 ResamplesOption = Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples over tasks")]
 SeedOption = Annotated[int, typer.Option("--seed", help="bootstrap seed (same seed, same intervals)")]
+StrictOption = Annotated[bool, typer.Option(
+    "--strict-grading", help="count flagged attempts (a patch touching the test harness) as not resolved, whether "
+                             "or not the run was started with --strict-grading")]
 ScenarioOption = Annotated[str | None, typer.Option(
     "--scenario", help="show a stored what-if repricing (leafcost reprice) instead of the recorded prices")]
 
@@ -26,6 +29,7 @@ def summary(
     scenario: ScenarioOption = None,
     resamples: ResamplesOption = 2000,
     seed: SeedOption = 20261202,
+    strict_grading: StrictOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Per arm: resolve rates (Avg@k, pass@k, pass^k) with 95 % CIs, the full cost split into tokens, GPU and
@@ -35,7 +39,8 @@ def summary(
     if scenario is not None:
         document = _stored_scenario(db, run_id, scenario)
     else:
-        document = _with_connection(db, lambda conn: summarize(conn, run_id, resamples=resamples, seed=seed))
+        document = _with_connection(db, lambda conn: summarize(conn, run_id, resamples=resamples, seed=seed,
+                                                               strict=strict_grading or None))
     _emit(document, as_json, _print_summary)
 
 
@@ -186,7 +191,8 @@ def _console(table=None):
 def _print_summary(document: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from compare.arm_table import terminal_columns
+    from compare.arm_table import flagged_notes, terminal_columns
+    from compare.reconcile import unrecorded_note
 
     title = f"leafcost summary {document['run_id']}" + (f" (scenario {document['scenario']})"
                                                         if document.get("scenario") else "")
@@ -200,15 +206,20 @@ def _print_summary(document: dict[str, Any]) -> None:
         table.add_row(*row)
     notes = []
     for arm in document["arms"]:
-        for key in ("cost_per_resolved_attempt", "avg_at_k"):
+        for key in ("cost_per_resolved_attempt", "cost_per_resolved_task", "avg_at_k"):
             if arm[key].get("reason"):
                 notes.append(f"{arm['arm']}: {key.replace('_', ' ')}: {arm[key]['reason']}")
         if arm["status"] == "skipped":
             notes.append(f"{arm['arm']}: skipped: {arm['status_reason']}")
+        notes += flagged_notes(arm)
+        if (lost := unrecorded_note(arm["arm"], arm.get("unrecorded_spend") or {})) is not None:
+            notes.append(lost)
     console = _console(table)
     console.print(table)
+    from compare.display import shown as safe  # notes quote endpoints' errors, task ids and patch paths
+
     for note in notes:
-        console.print(f"[dim]{note}[/dim]")
+        console.print(f"[dim]{safe(note)}[/dim]")
 
 
 def _terminal_text(cell) -> str:
@@ -239,9 +250,13 @@ def _print_compare(document: dict[str, Any]) -> None:
 def _signed(entry: dict[str, Any], pct: bool = False) -> str:
     if entry.get("value") is None:
         return f"n/a ({entry.get('reason')})"
+    from compare.arm_table import interval_text
+
     fmt = (lambda v: f"{v:+.1%}") if pct else (lambda v: f"{v:+,.4f} $")
     ci = entry.get("ci95")
-    return fmt(entry["value"]) + (f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "")
+    # a one-sided interval shows its open side as infinity, and the reason says why
+    shown = fmt(entry["value"]) + (f" {interval_text(ci, fmt)}" if ci else "")
+    return shown + (f" ({entry['reason']})" if entry.get("reason") else "")
 
 
 def _print_breakeven(document: dict[str, Any]) -> None:

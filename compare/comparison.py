@@ -99,7 +99,7 @@ def compare_arms(conn, run_id: str, arm_a: str, arm_b: str, *, allow_mismatch: b
         na, ca, cost_a = table_a.n[ia], table_a.c[ia], table_a.cost[ia]
         nb, cb, cost_b = table_b.n[ib], table_b.c[ib], table_b.cost[ib]
         unpriced = summary_a["unpriced_calls"] or summary_b["unpriced_calls"]
-        document["resolve_rate_difference"] = paired_rate_difference(ca, na, cb, nb, indices).as_json()
+        document["resolve_rate_difference"] = _rate_difference(na, ca, nb, cb, resamples, seed)
         for key, den_a, den_b, nothing in (
                 ("cost_per_resolved_attempt_difference", ca, cb, "no resolved attempts"),
                 ("cost_per_resolved_task_difference", (ca > 0), (cb > 0), "no task resolved")):
@@ -111,6 +111,16 @@ def compare_arms(conn, run_id: str, arm_a: str, arm_b: str, *, allow_mismatch: b
     document["summaries"] = [summary_a, summary_b]
     document["breakeven"] = breakeven_if_applicable(document["summaries"])
     return conforming(CompareDocument, document)
+
+
+def _rate_difference(na: np.ndarray, ca: np.ndarray, nb: np.ndarray, cb: np.ndarray, resamples: int,
+                     seed: int) -> dict[str, Any]:
+    """Avg@k(A) − Avg@k(B) over the shared tasks both arms have a verdict on (a grading error is no miss)."""
+    graded = (na > 0) & (nb > 0)
+    if not graded.any():
+        return {"value": None, "ci95": None, "reason": "the arms share no task with a verdict"}
+    indices = shared_resampler(int(graded.sum()), resamples, seed)
+    return paired_rate_difference(ca[graded], na[graded], cb[graded], nb[graded], indices).as_json()
 
 
 def _final_tasks(arm: ArmFacts) -> set[str]:

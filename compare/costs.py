@@ -21,7 +21,7 @@ from adapters.base import Lease, ServerSample, utcnow
 __all__ = [
     "BUSY_COUNTERS", "CACHED_PREFILL_FRACTION", "DEFAULT_WEIGHTS", "FORWARD_SECONDS", "GPU_SECONDS", "Busy",
     "Counters", "Lease", "LedgerLease", "Sample", "Work", "WorkWeights", "attribute_lease", "busy_seconds",
-    "fit_weights", "lease_cost_usd", "lease_end", "lease_seconds", "marginal_cost",
+    "fit_weights", "lease_cost_usd", "lease_end", "lease_seconds", "lease_window", "marginal_cost",
     "measured_saturation_tokens_per_sec", "read_busy", "samples_of", "sandbox_cost_usd", "utilization",
 ]
 
@@ -49,6 +49,16 @@ def lease_end(lease: Lease, now: datetime | None = None) -> datetime:
     if heartbeat is not None:
         return max(heartbeat, lease.started_at)
     return now or utcnow()
+
+
+def lease_window(leases: Iterable[Lease], now: datetime | None = None) -> tuple[datetime, datetime]:
+    """The one window an arm's leases are measured over, for the bill and the utilization alike: from the first
+    start to the last `lease_end`. A killed lease ends at its last heartbeat, so server samples its dying process
+    took after that heartbeat are outside the window: busy seconds the bill does not cover are not counted busy."""
+    leases = list(leases)
+    if not leases:
+        raise ValueError("no lease: no window")
+    return min(lease.started_at for lease in leases), max(lease_end(lease, now) for lease in leases)
 
 
 def lease_seconds(lease: Lease, now: datetime | None = None) -> float:
@@ -186,6 +196,16 @@ class Counters:
 
     def __init__(self, groups: dict[str, tuple[np.ndarray, np.ndarray]]):
         self.groups = groups
+
+    def within(self, start: datetime, end: datetime) -> Counters:
+        """Only the points taken from `start` to `end` (see `lease_window`): the busy seconds read from them are the
+        ones the lease's bill covers."""
+        low, high = start.timestamp(), end.timestamp()
+        kept = {}
+        for metric, (seconds, values) in self.groups.items():
+            inside = (seconds >= low) & (seconds <= high)
+            kept[metric] = (seconds[inside], values[inside])
+        return Counters(kept)
 
     @classmethod
     def from_samples(cls, samples: Iterable[Sample]) -> Counters:

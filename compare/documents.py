@@ -24,12 +24,14 @@ class _Document(BaseModel):
 
 
 class Estimate(_Document):
-    """A figure with its 95 % bootstrap interval, or a reason where either is missing."""
+    """A figure with its 95 % interval over tasks, or a reason where either, or one bound, is missing."""
 
     value: float | None = Field(description="the figure itself, null (with a reason) when there is no number")
-    ci95: list[float] | None = Field(description="the 95 % bootstrap interval [low, high] over tasks, null (with a "
-                                                 "reason) when no interval can be given")
-    reason: str | None = Field(None, description="why the value or the interval is missing")
+    ci95: list[float | None] | None = Field(
+        description="the 95 % interval [low, high] over tasks; one bound null (with a reason) when that side is "
+                    "unbounded, the one-sided interval that exists: [low, null] is [low, ∞), as when some resamples "
+                    "resolve nothing; null (with a reason) when no interval can be given")
+    reason: str | None = Field(None, description="why the value, the interval or one of its bounds is missing")
 
 
 class CostParts(_Document):
@@ -72,6 +74,35 @@ class LeaseDetail(_Document):
     marginal_reason: str | None = Field(None, description="why the marginal cost is missing")
 
 
+class FlaggedAttempt(_Document):
+    """A resolved attempt whose patch touches the test harness: reward hacking shown, not hidden."""
+
+    task_id: str = Field(description="the attempt's task")
+    seed: int = Field(description="the attempt's seed")
+    episode_id: str = Field(description="the attempt's episode id (its trajectory carries the same paths)")
+    paths: list[str] | None = Field(description="the patch's paths in the test harness: conftest.py, "
+                                                "sitecustomize/usercustomize, .pth files, pytest/tox/nox settings, CI "
+                                                "config, the graded tests' files; null when no patch was captured to "
+                                                "check")
+
+
+class UnrecordedSpend(_Document):
+    """Calls that left for a per-token endpoint and were never recorded (the process died first): they may have
+    been served and billed. Not in the arm's totals; bounded, and looked up in the router's spend log."""
+
+    calls: int = Field(description="calls of finished attempts with an intent and no recorded answer")
+    bound_usd: float | None = Field(description="the most they can have cost: each request's bytes as input tokens "
+                                                "and its completion cap as output tokens, at the arm's dearest rates; "
+                                                "null (with a reason) when a call has no cap or no price")
+    prompt_tokens_bound: int = Field(description="the requests' bytes: an upper bound on their prompt tokens")
+    completion_tokens_bound: int | None = Field(description="the requests' completion caps, summed")
+    reason: str | None = Field(description="why there is no bound")
+    looked_up: int = Field(description="calls looked up in the router's spend log")
+    found_in_router_log: int = Field(description="calls the router's spend log has (served and billed)")
+    router_spend_usd: float | None = Field(description="what the router's spend log billed for them")
+    router_log_note: str | None = Field(description="what the spend log lookup said (or why there is no log)")
+
+
 class ArmSummary(_Document):
     """One arm of a run: its resolve rates with CIs, its whole cost and cost per resolved."""
 
@@ -89,7 +120,14 @@ class ArmSummary(_Document):
                                                         "included")
     resolved_attempts: int = Field(description="final attempts whose hidden tests passed")
     resolved_tasks: int = Field(description="tasks resolved at least once")
-    avg_at_k: Estimate = Field(description="the mean over tasks of resolved seeds ÷ seeds (Leaf's Avg@k)")
+    strict_grading: bool = Field(description="whether flagged attempts count as not resolved in every figure here "
+                                             "(leafcost run or summary --strict-grading)")
+    flagged_attempts: int = Field(description="final attempts the verifier resolved whose patch touches the test "
+                                              "harness (or could not be checked); counted in resolved_attempts "
+                                              "unless strict_grading")
+    flagged: list[FlaggedAttempt] = Field(description="each flagged attempt with its paths")
+    avg_at_k: Estimate = Field(description="the mean over tasks of resolved seeds ÷ seeds with a verdict (Leaf's "
+                                           "Avg@k); null with a reason for an arm a configuration error stopped")
     pass_at_k: dict[str, Estimate] = Field(description="per k, the unbiased chance that at least one of k seeds "
                                                        "resolves a task, averaged over tasks")
     pass_hat_k: dict[str, Estimate] = Field(description="per k, the chance that all k of k seeds resolve a task, "
@@ -98,6 +136,10 @@ class ArmSummary(_Document):
                                                          "failed")
     infra_error_rate: float | None = Field(description="the share of final attempts that the endpoint or sandbox "
                                                        "failed after every retry")
+    grading_errors: int = Field(description="final attempts the verifier gave no verdict on (no reward file, an "
+                                            "invalid reward, a verifier timeout): neither resolved nor missed")
+    grading_error_rate: float | None = Field(description="the share of final attempts with no verdict; they are "
+                                                         "left out of every resolve rate")
     parser_misconfigured_rate: float | None = Field(description="the share of final attempts lost to SGLang's "
                                                                 "parser flags")
     configuration_error_rate: float | None = Field(description="the share of final attempts lost to the arm's "
@@ -117,6 +159,11 @@ class ArmSummary(_Document):
     price_source: str = Field(description="where the prices came from: explicit, litellm, lease, unpriced, none "
                                           "(sandbox only) for the oracle, or scenario NAME")
     unpriced_calls: int = Field(description="hosted calls that used tokens but have no cost or exactly 0.0")
+    impossible_usage_calls: int = Field(description="calls whose answer reported impossible usage (negative, not a "
+                                                    "whole number, above 2**30 tokens, a part above its whole): "
+                                                    "endpoint errors (bad_response), never priced")
+    unrecorded_spend: UnrecordedSpend = Field(description="calls sent (their intent committed first) whose answer "
+                                                          "a crash kept out of the ledger: not in the totals, bounded")
     router_reported_cost_usd: float | None = Field(description="the router's own total, kept beside ours")
     lease: LeaseDetail | None = Field(description="the self-hosted arm's lease; null for other arms")
     sandbox_cpu_seconds: float = Field(description="sandbox CPU-seconds of every attempt, as measured")
@@ -143,6 +190,8 @@ class SummaryDocument(_Document):
     bootstrap: Bootstrap = Field(description="how the intervals were drawn")
     scenario: str | None = Field(description="the what-if price sheet these figures use; null for the recorded "
                                              "prices")
+    strict_grading: bool = Field(description="whether flagged attempts (a patch touching the test harness) count "
+                                             "as not resolved; the verifier's verdict stays in the ledger either way")
     arms: list[ArmSummary] = Field(description="one entry per arm, in the spec's order")
 
 

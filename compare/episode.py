@@ -148,7 +148,7 @@ async def _steps(adapter: Adapter, sandbox: Sandbox, instruction: str, budgets: 
         loop.context_tokens = turn.usage.total_tokens
         record = {"step": step, "assistant": assistant, "observations": [], "usage": turn.usage.model_dump(),
                   "latency_sec": turn.latency_sec, "finish_reason": turn.finish_reason, "model": turn.model,
-                  "attempts": len(turn.attempts)}
+                  "attempts": len(turn.attempts), "truncated_chars": turn.truncated_chars}
         loop.steps.append(record)
         if (problem := detect_parser_misconfiguration(turn)) is not None:
             return loop.finish("parser_misconfigured", started, error=problem, misconfiguration=problem)

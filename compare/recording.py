@@ -10,18 +10,27 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from adapters.base import CallAttempt, ToolCall
+from adapters.base import CALL_INTENTS, CallAttempt, CallIntent, ToolCall, Usage
 from compare.arms import ArmSpec
 from compare.ledger import Ledger
 
 
 class LedgerRecorder:
-    """One episode's recorder; `spend_usd` is what its calls cost in tokens (0 for lease-billed arms)."""
+    """One episode's recorder; `spend_usd` is what its calls cost in tokens (0 for lease-billed arms).
+
+    Made in the task that runs the episode, it becomes that task's keeper of call intents (adapters.base
+    CALL_INTENTS) when its arm is billed per token: every request is then committed as an intent before it
+    leaves, so a call a crash loses still shows as unrecorded spend. Lease-billed arms pay no commit per call."""
 
     def __init__(self, ledger: Ledger, arm: ArmSpec, episode_id: str):
         self.ledger, self.arm, self.episode_id = ledger, arm, episode_id
         self.spend_usd = 0.0
         self._pending: list[asyncio.Future] = []
+        CALL_INTENTS.set(self.intent if arm.billing == "tokens" else None)
+
+    async def intent(self, intent: CallIntent) -> None:
+        bound, source = intent_bound(self.arm, intent)
+        await self.ledger.record_intent(self.episode_id, intent, bound_usd=bound, price_source=source)
 
     async def model_call(self, step: int, attempt: CallAttempt) -> None:
         cost = revision = None
@@ -52,6 +61,26 @@ class LedgerRecorder:
     def _keep(self, future: asyncio.Future) -> None:
         future.add_done_callback(_retrieve)  # an episode cancelled before settle must not log "never retrieved"
         self._pending.append(future)
+
+
+def intent_bound(arm: ArmSpec, intent: CallIntent) -> tuple[float | None, str | None]:
+    """(the most the call can cost, where the prices came from): the request's bytes as input tokens (a token
+    stands for at least one byte of the text, and the JSON around the text outweighs a chat template's markers)
+    and its completion cap as output tokens, priced at the dearest rates the arm's sheet has for them (cache
+    writes may cost more than input, reasoning more than output), and at the dearest of the models the router may
+    fall back to. (None, source) when the request carried no cap or the arm has no price for its model."""
+    if intent.max_tokens is None:
+        return None, None
+    prompt, completion = intent.request_bytes, intent.max_tokens
+    models = [None, *getattr(arm, "fallback_prices", {})]  # None: the arm's own model
+    prices = [arm.price_call(Usage(prompt_tokens=prompt, cache_write_tokens=write, completion_tokens=completion,
+                                   reasoning_tokens=reasoning), model)
+              for model in models for write in (0, prompt) for reasoning in (0, completion)]
+    if any(price is None for price in prices):
+        return None, None
+    if any(price.cost_usd is None for price in prices):
+        return None, prices[0].price_source
+    return max(price.cost_usd for price in prices), prices[0].price_source
 
 
 def _retrieve(future: asyncio.Future) -> None:

@@ -12,11 +12,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from adapters.base import CallAttempt
+from compare.arm_gates import ArmGates
 from compare.attempt import AttemptOutcome, run_attempt
+from compare.episode import EpisodeResult
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
 from compare.ledger import ArmTotals, Ledger, new_run_id
 from compare.live_arms import ArmRefused, LiveArms
-from compare.reconcile import Reconciliation, reconcile
+from compare.reconcile import Reconciliation, reconcile, reconcile_unrecorded, unrecorded_warning
 from compare.recording import LedgerRecorder
 from compare.spec import RunSpec
 from compare.trajectory_files import trajectories_root, trajectory_path, write_trajectory
@@ -81,8 +84,10 @@ def expand_keys(spec: RunSpec, tasks: list[Task], arms: list[str]) -> list[Episo
 
 class Runner:
     def __init__(self, spec: RunSpec, ledger: Ledger, *, db_path: Path, run_id: str | None = None,
-                 skip_arms: dict[str, str] | None = None, on_progress: ProgressCallback | None = None):
+                 skip_arms: dict[str, str] | None = None, on_progress: ProgressCallback | None = None,
+                 strict_grading: bool = False):
         self.spec = spec
+        self.strict_grading = strict_grading  # flagged attempts count as misses (a resume may turn it on, never off)
         self.arm_specs = {arm.name: arm for arm in spec.arms}
         self.ledger = ledger
         self.db_path = Path(db_path)
@@ -99,7 +104,9 @@ class Runner:
         self.progress: dict[str, ArmProgress] = {}
         self.warnings: list[str] = []
         self.misconfigured: dict[str, Counter[str]] = {}  # arm -> signature (with the flag to fix) -> episodes
-        self.stopped: dict[str, str] = {}  # arm -> why no more of its episodes run (a configuration error)
+        # an arm's attempts wait for its endpoint's first answer; a configuration error stops the arm
+        self.gates = ArmGates(ungated={arm.name for arm in spec.arms if not arm.calls_a_model})
+        self.stopped: dict[str, str] = self.gates.stopped  # arm -> why no more of its episodes run
 
     async def run(self) -> RunSummary:
         try:
@@ -122,6 +129,8 @@ class Runner:
             raise RunError("the suite has no runnable tasks")
         by_id = {t.task_id: t for t in tasks}
         await self._record_run(tasks)
+        if self.strict_grading:
+            await self.ledger.set_strict_grading(self.run_id)
         try:
             await self._start_arms(episodes_per_arm=len(tasks) * self.spec.seeds)
         except RunError as exc:  # a run refused at start says so in the ledger instead of staying "running"
@@ -165,6 +174,9 @@ class Runner:
                 rows = self.ledger.query("SELECT cost_usd, router_cost_usd FROM model_calls WHERE run_id = ? AND "
                                          "arm = ? AND status = 'ok'", [self.run_id, arm.name])
                 results.append(reconcile(rows, arm.name))
+                await reconcile_unrecorded(self.ledger, self.run_id, arm)  # calls a crash lost, in the spend log
+                if (lost := unrecorded_warning(self.ledger, self.run_id, arm.name)) is not None:
+                    self.warnings.append(lost)
         return results
 
     # --- set-up -------------------------------------------------------------------------------------------
@@ -262,7 +274,8 @@ class Runner:
             await asyncio.gather(*workers, return_exceptions=True)
 
     async def _run_key(self, key: EpisodeKey, task: Task) -> None:
-        """Attempts until one is not an infrastructure failure or `max_attempts` is reached; all are recorded."""
+        """Attempts until one is not an infrastructure failure or `max_attempts` is reached; all are recorded. None
+        starts once the arm is stopped; one its stop cancelled is recorded, not counted."""
         if key.arm in self.stopped:
             return
         first = await self.ledger.next_attempt(self.run_id, key.arm, key.task_id, key.seed)
@@ -270,7 +283,14 @@ class Runner:
         limit = max(self.spec.max_attempts, first)
         for attempt in range(first, limit + 1):
             last = attempt == limit
-            outcome = await self._attempt(key, task, attempt, last)
+            if not await self.gates.admit(key.arm):
+                return
+            try:
+                outcome = await self._attempt(key, task, attempt, last)
+            finally:
+                self.gates.release(key.arm)
+            if outcome is None:
+                return
             if not outcome.infra_error or last:
                 break
         progress = self.progress[key.arm]
@@ -279,30 +299,50 @@ class Runner:
         progress.errors += int(outcome.infra_error or outcome.harness_error)
         if outcome.result is not None and outcome.result.misconfiguration:
             self.misconfigured.setdefault(key.arm, Counter())[outcome.result.misconfiguration] += 1
-        if outcome.result is not None and outcome.result.exit_reason == "configuration_error":
-            self._stop_arm(key.arm, outcome.result.error or "configuration error")
         self.on_progress(progress)
 
-    def _stop_arm(self, arm: str, error: str) -> None:
-        """A configuration error repeats on every episode: the arm stops after the first, which says why."""
-        if arm not in self.stopped:
-            self.stopped[arm] = f"stopped after a configuration error; its other episodes were not run: {error}"
-            self.progress[arm].status, self.progress[arm].status_reason = "failed", self.stopped[arm]
-            self.warnings.append(f"arm {arm}: {self.stopped[arm]}")
+    def _on_result(self, arm: str, result: EpisodeResult) -> None:
+        """Heard as an episode ends, before it is graded: a configuration error stops its arm at once."""
+        if result.exit_reason == "configuration_error":
+            self._stop_arm(arm, result.error or "configuration error")
 
-    async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> AttemptOutcome:
+    def _stop_arm(self, arm: str, error: str) -> None:
+        """A configuration error repeats on every episode: the arm stops after the first, which says why; its
+        attempts in flight are cancelled before they are graded, and none other starts."""
+        reason = f"stopped after a configuration error; its other episodes were not run: {error}"
+        if self.gates.stop(arm, reason):
+            self.progress[arm].status, self.progress[arm].status_reason = "failed", reason
+            self.warnings.append(f"arm {arm}: {reason}")
+
+    async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> AttemptOutcome | None:
+        """One attempt, recorded whatever happens; None when its arm's stop cancelled it (recorded, not final)."""
         episode_id = await self.ledger.start_episode(run_id=self.run_id, arm=key.arm, task_id=key.task_id,
                                                      seed=key.seed, attempt=attempt)
         recorder = LedgerRecorder(self.ledger, self.arm_specs[key.arm], episode_id)
         outcome = AttemptOutcome(episode_id)
         labels = {"leafcost.run": self.run_id, "leafcost.arm": key.arm, "leafcost.task": key.task_id,
                   "leafcost.seed": str(key.seed), "leafcost.attempt": str(attempt)}
+        if key.arm in self.stopped:  # stopped while this attempt was being recorded: it never starts
+            outcome.cancelled, outcome.error = True, f"not started: the arm {self.stopped[key.arm]}"
+            await asyncio.shield(self._finish(key, attempt, outcome, recorder, final=False))
+            return None
+        # its own task, so that the arm's stop can cancel it without cancelling this worker
+        work = asyncio.ensure_future(run_attempt(
+            outcome, self.arms.solver(key.arm), task, self.options, _AnswerWatch(recorder, key.arm, self.gates),
+            labels, on_result=lambda result: self._on_result(key.arm, result)))
+        self.gates.track(key.arm, work)
+        stopped_by_arm = False
         try:
-            await run_attempt(outcome, self.arms.solver(key.arm), task, self.options, recorder, labels)
+            await work
+        except asyncio.CancelledError:
+            stopped_by_arm = work.cancelled() and key.arm in self.stopped and not _cancelling()
+            if not stopped_by_arm:
+                raise
+            outcome.error = f"cancelled before grading: the arm {self.stopped[key.arm]}"
         finally:  # a cancelled attempt is recorded too, as cancelled and not final
             final = not outcome.cancelled and (not outcome.infra_error or last)
             await asyncio.shield(self._finish(key, attempt, outcome, recorder, final))
-        return outcome
+        return None if stopped_by_arm else outcome
 
     async def _finish(self, key: EpisodeKey, attempt: int, outcome: AttemptOutcome, recorder: LedgerRecorder,
                       final: bool) -> None:
@@ -316,6 +356,28 @@ class Runner:
         progress.spend_usd += recorder.spend_usd
         if self.arm_specs[key.arm].billing == "lease":
             progress.spend_usd = self.arms.lease_spend(key.arm)
+
+
+class _AnswerWatch:
+    """An attempt's recorder that tells the arm's gate when the endpoint answered a call; the rest is the
+    recorder's own."""
+
+    def __init__(self, recorder: LedgerRecorder, arm: str, gates: ArmGates):
+        self._recorder, self._arm, self._gates = recorder, arm, gates
+
+    async def model_call(self, step: int, attempt: CallAttempt) -> None:
+        if attempt.status == "ok":
+            self._gates.answered(self._arm)
+        await self._recorder.model_call(step, attempt)
+
+    def __getattr__(self, name: str):
+        return getattr(self._recorder, name)
+
+
+def _cancelling() -> bool:
+    """Whether this task itself is being cancelled (Ctrl-C, the run ending), not only something it awaited."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _kube_options(spec: RunSpec) -> dict:

@@ -24,6 +24,7 @@ from compare.costs import (
     fit_weights,
     lease_cost_usd,
     lease_seconds,
+    lease_window,
     marginal_cost,
     measured_saturation_tokens_per_sec,
     read_busy,
@@ -32,7 +33,9 @@ from compare.costs import (
 )
 from compare.documents import SummaryDocument, conforming
 from compare.ledger import RunRecord, fetch_rows
+from adapters.base import IMPOSSIBLE_USAGE
 from compare.pricing import UNPRICED_CALL_SQL
+from compare.reconcile import UNRECORDED_SQL, unrecorded_spend
 from compare.spec import RunSpec
 from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, Resampler, ratio, resolve_rates
 
@@ -64,6 +67,8 @@ class ArmFacts:
     price_sources: list[str]
     leases: list[LedgerLease]
     samples: Counters
+    strict_grading: bool = False  # flagged attempts count as not resolved
+    calls_lost: dict[str, Any] = field(default_factory=dict)  # impossible usage and unrecorded spend (_calls_lost)
 
     @property
     def kind(self) -> str:
@@ -79,7 +84,9 @@ def load_run(conn, run_id: str) -> RunRecord:
     return RunRecord.from_row(found[0])
 
 
-def load_arms(conn, run: RunRecord, spec: RunSpec, names: list[str] | None = None) -> list[ArmFacts]:
+def load_arms(conn, run: RunRecord, spec: RunSpec, names: list[str] | None = None, *,
+              strict: bool | None = None) -> list[ArmFacts]:
+    """`strict`: count flagged attempts as not resolved (None: as the run was started, --strict-grading or not)."""
     arm_rows = {r["arm"]: r for r in fetch_rows(
         conn, "SELECT arm, status, status_reason, config->>'prompt_source' AS prompt_source, "
         "config->>'leaf_commit' AS leaf_commit FROM arms WHERE run_id = ?", [run.run_id])}
@@ -100,7 +107,9 @@ def load_arms(conn, run: RunRecord, spec: RunSpec, names: list[str] | None = Non
             episodes={k: np.asarray(v)[mask] for k, v in episodes.items()},
             price_sources=_price_sources(conn, run.run_id, name),
             leases=_leases(conn, run.run_id, name),
-            samples=_samples(conn, run.run_id, name)))
+            samples=_samples(conn, run.run_id, name),
+            calls_lost=_calls_lost(conn, run.run_id, name),
+            strict_grading=run.strict_grading if strict is None else strict))
     return facts
 
 
@@ -114,11 +123,13 @@ WITH calls AS (
     FROM model_calls WHERE run_id = ? GROUP BY episode_id)
 SELECT e.arm, e.episode_id, e.task_id, e.seed, e.attempt, e.final, coalesce(e.resolved, false) AS resolved,
        e.infra_error, e.harness_error, coalesce(e.exit_reason, 'running') AS exit_reason,
+       coalesce(e.flagged, false) AS flagged, coalesce(e.hack_paths::VARCHAR, '') AS hack_paths,
        coalesce(e.prompt_tokens, 0) AS prompt_tokens, coalesce(e.cached_tokens, 0) AS cached_tokens,
        coalesce(e.completion_tokens, 0) AS completion_tokens, coalesce(e.sandbox_cpu_seconds, 0) AS cpu_seconds,
        coalesce(e.sandbox_spec_hash, '') AS sandbox_spec_hash, coalesce(c.cost, 0) AS call_cost,
        coalesce(c.router_cost, 0) AS router_cost, coalesce(c.router_calls, 0) AS router_calls,
-       coalesce(c.unpriced, 0) AS unpriced, e.sandbox_cpu_seconds IS NULL AS cpu_unmeasured
+       coalesce(c.unpriced, 0) AS unpriced, e.sandbox_cpu_seconds IS NULL AS cpu_unmeasured,
+       e.grade_error IS NOT NULL AS grading_error
 FROM episodes AS e LEFT JOIN calls AS c USING (episode_id)
 WHERE e.run_id = ? ORDER BY e.arm, e.task_id, e.seed, e.attempt
 """
@@ -130,6 +141,15 @@ def _leases(conn, run_id: str, arm: str) -> list[LedgerLease]:
     rows = fetch_rows(conn, "SELECT * FROM gpu_leases WHERE run_id = ? AND arm = ? ORDER BY lease_id", [run_id, arm])
     fields = ("kind", "hardware", "count", "usd_per_hour", "started_at", "ended_at", "heartbeat_at")
     return [LedgerLease(**{k: r[k] for k in fields if k in r}) for r in rows]
+
+
+def _calls_lost(conn, run_id: str, arm: str) -> dict[str, Any]:
+    """Calls whose cost is not in the totals: answers with impossible usage (an endpoint error, never priced) and
+    calls sent but never recorded (compare.reconcile), with their upper bound."""
+    impossible = conn.execute("SELECT count(*) FROM model_calls WHERE run_id = ? AND arm = ? AND status = "
+                              "'bad_response' AND starts_with(error, ?)", [run_id, arm, IMPOSSIBLE_USAGE]).fetchone()
+    unrecorded = fetch_rows(conn, UNRECORDED_SQL + " AND i.arm = ?", [run_id, arm])
+    return {"impossible_usage_calls": int(impossible[0]), "unrecorded_spend": unrecorded_spend(unrecorded)}
 
 
 def _price_sources(conn, run_id: str, arm: str) -> list[str]:
@@ -159,17 +179,19 @@ def sandbox_usd_per_vcpu_hour(spec: RunSpec, overrides: PriceOverrides | None) -
 
 def summarize(conn, run_id: str, *, arms: list[str] | None = None, resamples: int = DEFAULT_RESAMPLES,
               seed: int = DEFAULT_SEED, overrides: PriceOverrides | None = None,
-              now: datetime | None = None) -> dict[str, Any]:
-    """The `leafcost summary --json` document (compare.documents.SummaryDocument defines every field)."""
+              now: datetime | None = None, strict: bool | None = None) -> dict[str, Any]:
+    """The `leafcost summary --json` document (compare.documents.SummaryDocument defines every field). `strict`
+    counts flagged attempts as not resolved; None grades as the run was started (`leafcost run --strict-grading`)."""
     run = load_run(conn, run_id)
     spec = run.spec()
-    facts = load_arms(conn, run, spec, arms)
+    strict = run.strict_grading if strict is None else strict
+    facts = load_arms(conn, run, spec, arms, strict=strict)
     sandbox_price = sandbox_usd_per_vcpu_hour(spec, overrides)
     now = now or datetime.now(timezone.utc)
     document = {"run_id": run.run_id, "run_status": run.status, "task_order": run.task_ids, "seeds": run.seeds,
                 "sandbox_usd_per_vcpu_hour": sandbox_price,
                 "bootstrap": {"resamples": resamples, "seed": seed, "unit": "task"},
-                "scenario": overrides.name if overrides is not None else None,
+                "scenario": overrides.name if overrides is not None else None, "strict_grading": strict,
                 "arms": [arm_summary(f, sandbox_price, resamples=resamples, seed=seed, overrides=overrides, now=now)
                          for f in facts]}
     return conforming(SummaryDocument, document)
@@ -202,29 +224,37 @@ def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples:
     index = {t: i for i, t in enumerate(tasks)}
     in_tasks = np.array([str(t) in index for t in e["task_id"]], dtype=bool)
     task_of = np.array([index.get(str(t), -1) for t in e["task_id"]], dtype=np.int64)
-    n = np.bincount(task_of[finals], minlength=len(tasks))
-    c = np.bincount(task_of[finals & e["resolved"].astype(bool)], minlength=len(tasks))
+    verdicts = finals & with_verdict(e, facts.strict_grading)
+    no_verdict = int((finals & ~verdicts).sum())
+    n = np.bincount(task_of[verdicts], minlength=len(tasks))  # seeds with a verdict: the rates' denominators
+    c = np.bincount(task_of[verdicts & counted_resolved(facts)], minlength=len(tasks))
+    seeds = np.bincount(task_of[finals], minlength=len(tasks))
+    stopped = configuration_stop(facts)
 
     token_cost, router_cost, unpriced = _token_costs(facts, episode_ids, overrides)
-    sandbox = np.array([sandbox_cost_usd(float(s), sandbox_price) for s in e["cpu_seconds"]])
+    billed = ~unbilled_sandbox(e)
+    sandbox = np.array([sandbox_cost_usd(float(s), sandbox_price) if bill else 0.0
+                        for s, bill in zip(e["cpu_seconds"], billed)])
     lease_part = _lease_parts(facts, episode_ids, e, overrides, now)
     per_episode = token_cost + lease_part["attributed"] + sandbox
     cost_by_task = np.bincount(task_of[in_tasks], weights=per_episode[in_tasks], minlength=len(tasks))
 
     attempts = int(finals.sum())
     indices = shared_resampler(len(tasks), resamples, seed)
-    rates = resolve_rates(n, c, indices) if tasks else None
+    rates, no_rate = _rates(n, c, resamples, seed, stopped, grading_errors=no_verdict)
     priced = unpriced == 0
-    no_cost = None if priced else f"{unpriced} hosted calls are unpriced (no price for their model): no cost number"
+    no_cost = stopped or (None if priced else
+                          f"{unpriced} hosted calls are unpriced (no price for their model): no cost number")
     total = float(per_episode.sum()) if priced else None
-    sandbox_measured, sandbox_reason = _sandbox_measured(e["cpu_unmeasured"].astype(bool))
+    sandbox_measured, sandbox_reason = _sandbox_measured(e["cpu_unmeasured"].astype(bool)[billed])
     summary: dict[str, Any] = {
         "arm": facts.arm, "kind": facts.kind, "adapter": facts.spec.adapter, "model": facts.spec.model,
         "status": facts.status, "status_reason": facts.status_reason,
-        "tasks": len(tasks), "seeds": int(n.max()) if len(n) else 0, "attempts": attempts,
+        "tasks": len(tasks), "seeds": int(seeds.max()) if len(seeds) else 0, "attempts": attempts,
         "attempts_including_retries": int(len(episode_ids)),
         "resolved_attempts": int(c.sum()), "resolved_tasks": int((c > 0).sum()),
-        "avg_at_k": rates["avg_at_k"].as_json() if rates else _none("no finished episodes"),
+        **_flags(facts, finals),
+        "avg_at_k": rates["avg_at_k"].as_json() if rates else _none(no_rate),
         "pass_at_k": {str(k): v.as_json() for k, v in rates["pass_at_k"].items()} if rates else {},
         "pass_hat_k": {str(k): v.as_json() for k, v in rates["pass_hat_k"].items()} if rates else {},
         **_error_rates(e, finals),
@@ -238,12 +268,78 @@ def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples:
         "utilization": lease_part["utilization"],
         "price_source": _price_source(facts, overrides),
         "unpriced_calls": int(unpriced),
+        **facts.calls_lost,
         "router_reported_cost_usd": router_cost,
         "lease": lease_part["detail"],
         "sandbox_cpu_seconds": float(e["cpu_seconds"].sum()),
         "sandbox_cost_reason": sandbox_reason,
     }
     return summary, ArmTables(tasks=tasks, n=n, c=c, cost=cost_by_task)
+
+
+CONFIGURATION_STOP = "configuration_error"
+
+
+def with_verdict(e: dict[str, np.ndarray], strict: bool = False) -> np.ndarray:
+    """Attempts the verifier gave a verdict on. Not those it could not grade (no reward, an invalid one, a timeout:
+    a grading error) nor those a configuration error ended (never graded): neither is the model's miss, so neither
+    is in a resolve rate's denominator. Every other attempt has a verdict; a failed one, resolved or not, counts.
+    Strict figures count grading errors as misses: code under test that kills its verifier would otherwise turn a
+    miss into an attempt left out of the rates."""
+    stopped = e["exit_reason"] == CONFIGURATION_STOP
+    return ~stopped if strict else ~(e["grading_error"].astype(bool) | stopped)
+
+
+def configuration_stop(facts: ArmFacts) -> str | None:
+    """Why the arm has no resolve rate when a configuration error (401, 404, an unknown model) stopped it: the
+    episodes that ran say nothing of the model, and the others never ran. None for every other arm, and for one
+    resumed since with the error fixed (no longer `failed`): its configuration error is then one seed without a
+    verdict."""
+    e = facts.episodes
+    if facts.status != "failed" or not bool(((e["exit_reason"] == CONFIGURATION_STOP) & e["final"].astype(bool)).any()):
+        return None
+    return (f"the arm {facts.status_reason or 'stopped after a configuration error'}; it has no resolve rate and no "
+            "cost per resolved")
+
+
+def unbilled_sandbox(e: dict[str, np.ndarray]) -> np.ndarray:
+    """Attempts whose sandbox is not billed: those a configuration error ended and, in an arm it stopped, those it
+    cancelled. Their model calls (answered or refused) are billed as every call is."""
+    ended = e["exit_reason"] == CONFIGURATION_STOP
+    stopped = bool((ended & e["final"].astype(bool)).any())
+    return ended | (stopped & (e["exit_reason"] == "cancelled"))
+
+
+def _rates(n: np.ndarray, c: np.ndarray, resamples: int, seed: int, stopped: str | None, *,
+           grading_errors: int) -> tuple[dict | None, str]:
+    """The resolve rates over the tasks with a verdict (their own resampler when some task has none), or None and
+    why there are none."""
+    if stopped:
+        return None, stopped
+    graded = n > 0
+    if not graded.any():
+        if grading_errors:
+            return None, f"no attempt has a verdict: {grading_errors} grading error(s) (see grading_errors)"
+        return None, "no finished episodes"
+    return resolve_rates(n[graded], c[graded], shared_resampler(int(graded.sum()), resamples, seed)), ""
+
+
+def counted_resolved(facts: ArmFacts) -> np.ndarray:
+    """Per attempt, whether it counts as resolved: the verifier's verdict, less the flagged attempts (a patch
+    touching the test harness, sandbox.reward_hacking) when the figures are strict."""
+    resolved = facts.episodes["resolved"].astype(bool)
+    return resolved & ~facts.episodes["flagged"].astype(bool) if facts.strict_grading else resolved
+
+
+def _flags(facts: ArmFacts, finals: np.ndarray) -> dict[str, Any]:
+    """The final attempts the verifier resolved whose patch touches the test harness (or could not be checked),
+    each with its paths (null: no patch was captured to check)."""
+    e = facts.episodes
+    flagged = finals & e["resolved"].astype(bool) & e["flagged"].astype(bool)
+    entries = [{"task_id": str(e["task_id"][i]), "seed": int(e["seed"][i]), "episode_id": str(e["episode_id"][i]),
+                "paths": json.loads(str(e["hack_paths"][i])) if str(e["hack_paths"][i]) else None}
+               for i in np.flatnonzero(flagged)]
+    return {"strict_grading": facts.strict_grading, "flagged_attempts": len(entries), "flagged": entries}
 
 
 def _sandbox_measured(unmeasured: np.ndarray) -> tuple[bool, str | None]:
@@ -294,7 +390,7 @@ def _lease_parts(facts: ArmFacts, episode_ids: list[str], e: dict[str, np.ndarra
     total = sum(lease_cost_usd(lease, now) for lease in leases)
     shares = attribute_lease(total, works, weights)
     attributed = np.array([shares.get(eid, 0.0) for eid in episode_ids])
-    busy = read_busy(facts.samples)
+    busy = read_busy(facts.samples.within(*lease_window(leases, now)))  # the bill's window, not the samples'
     if facts.spec.busy_counter_missing and busy.seconds is None:
         busy = busy._replace(reason=facts.spec.busy_counter_missing)
     util = utilization(busy.seconds, leases[0], now) if len(leases) == 1 else None
@@ -330,14 +426,17 @@ def _lease_parts(facts: ArmFacts, episode_ids: list[str], e: dict[str, np.ndarra
 HARNESS_ERROR_KINDS = ("parser_misconfigured", "configuration_error", "task_error")
 
 
-def _error_rates(e: dict[str, np.ndarray], finals: np.ndarray) -> dict[str, float | None]:
+def _error_rates(e: dict[str, np.ndarray], finals: np.ndarray) -> dict[str, float | int | None]:
     count = int(finals.sum())
-    names = ["harness_error_rate", "infra_error_rate", *(f"{kind}_rate" for kind in HARNESS_ERROR_KINDS)]
+    grading = e["grading_error"][finals].astype(bool)
+    names = ["harness_error_rate", "infra_error_rate", "grading_error_rate",
+             *(f"{kind}_rate" for kind in HARNESS_ERROR_KINDS)]
     if not count:
-        return dict.fromkeys(names)
+        return {"grading_errors": 0, **dict.fromkeys(names)}
     reasons = e["exit_reason"][finals]
     return {"harness_error_rate": float(e["harness_error"][finals].astype(bool).mean()),
             "infra_error_rate": float(e["infra_error"][finals].astype(bool).mean()),
+            "grading_errors": int(grading.sum()), "grading_error_rate": float(grading.mean()),
             **{f"{kind}_rate": float((reasons == kind).mean()) for kind in HARNESS_ERROR_KINDS}}
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from sandbox import (BuildError, SandboxError, SandboxOptions, Suite, Task, close_backend, open_sandbox,
+from sandbox import (BuildError, GradeResult, SandboxError, SandboxOptions, Suite, Task, close_backend, open_sandbox,
                      remove_leftovers, run_oracle, verify)
 
 
@@ -79,7 +79,7 @@ async def _empty_run(task: Task, options: SandboxOptions, problems: list[str]) -
     finally:
         await opened.close()
     if result.error:
-        problems.append(f"empty run: {result.error}: {result.detail}")
+        problems.append(f"empty run: {_no_verdict(result)}")
         return None
     return result.resolved
 
@@ -95,13 +95,18 @@ async def _oracle_run(task: Task, options: SandboxOptions, problems: list[str]) 
     finally:
         await opened.close()
     if result.error:
-        problems.append(f"oracle run: {result.error}: {result.detail}{_last_lines(result.output_tail)}")
+        problems.append(f"oracle run: {_no_verdict(result)}{_last_lines(result.output_tail)}")
         return None
     if not result.resolved:
         why = f": {result.detail}" if result.detail else ""
         problems.append(f"the oracle (solution/solve.sh) does not resolve the task (reward {result.reward:g}){why}"
                         f"{_last_lines(result.output_tail)}")
     return result.resolved
+
+
+def _no_verdict(grade: GradeResult) -> str:
+    """A run the verifier gave no verdict on: a grading error (as a run counts it), never a pass or a miss."""
+    return f"no verdict (grading error {grade.error}): {grade.detail}"
 
 
 def _last_lines(output: str, count: int = 8) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from compare.arm_table import fmt_pct, fmt_usd
+from compare.arm_table import fmt_pct, fmt_usd, interval_text
 
 __all__ = ["cost_breakdown_svg", "cost_vs_resolve_svg", "esc", "fmt_pct", "fmt_usd"]
 
@@ -71,7 +71,7 @@ class _Point:
     rate: float
     rate_ci: tuple[float, float] | None
     cost: float | None
-    cost_ci: tuple[float, float] | None
+    cost_ci: tuple[float, float | None] | None  # high None: one-sided, [low, ∞) (some resamples resolve nothing)
     reason: str
     reference: bool = False  # the oracle: a harness check, not something one can buy
 
@@ -86,7 +86,7 @@ def _points(summary: dict[str, Any]) -> list[_Point]:
         cost = arm.get("cost_per_resolved_attempt") or {}
         points.append(_Point(arm=str(arm["arm"]), rate=float(rate["value"]), rate_ci=_ci(rate),
                              cost=None if cost.get("value") is None else float(cost["value"]),
-                             cost_ci=_ci(cost), reason=cost.get("reason") or "no cost per resolved attempt",
+                             cost_ci=_cost_ci(cost), reason=cost.get("reason") or "no cost per resolved attempt",
                              reference=arm.get("kind") == "oracle"))
     return points
 
@@ -94,6 +94,14 @@ def _points(summary: dict[str, Any]) -> list[_Point]:
 def _ci(entry: dict[str, Any]) -> tuple[float, float] | None:
     ci = entry.get("ci95")
     return (float(ci[0]), float(ci[1])) if ci and ci[0] is not None and ci[1] is not None else None
+
+
+def _cost_ci(entry: dict[str, Any]) -> tuple[float, float | None] | None:
+    """A cost's interval, the one-sided [low, ∞) kept (a cost per resolved is never unbounded below)."""
+    ci = entry.get("ci95")
+    if not ci or ci[0] is None:
+        return None
+    return float(ci[0]), None if ci[1] is None else float(ci[1])
 
 
 def pareto_frontier(points: Iterable[tuple[str, float, float]]) -> list[str]:
@@ -162,7 +170,7 @@ def cost_vs_resolve_svg(summary: dict[str, Any], *, standalone: bool = True) -> 
                           for p in points) or "no arm has a finished episode"))
     out = _open_svg("cost-vs-resolve", height, label, standalone)
     x = _Axis(0.0, 1.0, left, right)
-    costs = [v for p in priced for v in ((p.cost,) + (p.cost_ci or ()))]
+    costs = [v for p in priced for v in ((p.cost,) + (p.cost_ci or ())) if v is not None]
     y, y_ticks = _cost_axis(costs, bottom, top)
     out += _frame(left, right, top, bottom)
     out += _x_ticks(x, bottom, top, [i / 5 for i in range(6)], fmt_pct)
@@ -244,7 +252,11 @@ def _priced_point(p: _Point, x: _Axis, y: _Axis, label: tuple[float, float], *, 
         x1, x2 = x(p.rate_ci[0]), x(p.rate_ci[1])
         out.append(f'<path class="ci ci-rate" d="M{_num(x1)},{_num(cy)}H{_num(x2)}M{_num(x1)},{_num(cy - 4)}'
                    f'V{_num(cy + 4)}M{_num(x2)},{_num(cy - 4)}V{_num(cy + 4)}" stroke="#555" fill="none"/>')
-    if p.cost_ci:
+    if p.cost_ci and p.cost_ci[1] is None:  # one-sided: from the lower bound up out of the plot, no cap above
+        y1, y2 = y(p.cost_ci[0]), min(y.start, y.end)
+        out.append(f'<path class="ci ci-cost ci-open" d="M{_num(cx)},{_num(y1)}V{_num(y2)}M{_num(cx - 4)},'
+                   f'{_num(y1)}H{_num(cx + 4)}" stroke="#555" stroke-dasharray="3 2" fill="none"/>')
+    elif p.cost_ci:
         y1, y2 = y(p.cost_ci[0]), y(p.cost_ci[1])
         out.append(f'<path class="ci ci-cost" d="M{_num(cx)},{_num(y1)}V{_num(y2)}M{_num(cx - 4)},{_num(y1)}'
                    f'H{_num(cx + 4)}M{_num(cx - 4)},{_num(y2)}H{_num(cx + 4)}" stroke="#555" fill="none"/>')
@@ -273,8 +285,8 @@ def _strip_point(p: _Point, x: _Axis, row_y: float, middle: float) -> list[str]:
             label, "</g>"]
 
 
-def _ci_text(ci: tuple[float, float] | None, fmt: Callable[[float], str]) -> str:
-    return f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else ""
+def _ci_text(ci: tuple[float | None, float | None] | None, fmt: Callable[[float], str]) -> str:
+    return f" {interval_text(ci, fmt)}" if ci else ""
 
 
 # ---------------------------------------------------------------------------------------------------------

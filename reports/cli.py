@@ -15,6 +15,9 @@ def report(
     run_id: Annotated[str, typer.Argument(help="the run id (leafcost run prints it)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="the directory to write the report into")] = Path("report"),
     db: DbOption = None,
+    strict_grading: Annotated[bool, typer.Option(
+        "--strict-grading", help="count flagged attempts (a patch touching the test harness) as not resolved, "
+                                 "whether or not the run was started with --strict-grading")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Write the run's report: report.html (self-contained, charts inline), summary.md, summary.json, episodes
@@ -25,7 +28,7 @@ def report(
 
     path = db or default_db_path()
     try:  # a ledger from an older leafcost is upgraded in place, as `summary` does
-        written = write_report(path, run_id, out, access=LedgerAccess(path))
+        written = write_report(path, run_id, out, access=LedgerAccess(path), strict=strict_grading or None)
     except (LedgerError, SummaryError) as exc:
         fail(str(exc), 2)
     except ReportError as exc:

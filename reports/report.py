@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from compare.arm_table import arm_cells, columns
+from compare.arm_table import arm_cells, columns, flagged_notes
 from compare.breakeven import breakeven
 from compare.ledger import LedgerAccess, connect_read_only
 from compare.summary import dumps, summarize
@@ -73,14 +73,15 @@ class Predictions:
 
 
 def write_report(db_path: Path | str, run_id: str, out_dir: Path | str, *,
-                 access: LedgerAccess | None = None) -> dict[str, Path]:
+                 access: LedgerAccess | None = None, strict: bool | None = None) -> dict[str, Path]:
     """Writes every file above for `run_id` of the ledger at `db_path` into `out_dir` (created if needed) and
     returns {path relative to out_dir: absolute path}. The ledger is read through `access` when given (it upgrades
     a ledger from an older leafcost once), else read-only as it is. Raises compare.ledger.LedgerError (no, busy or
-    outdated ledger), compare.summary.SummaryError (unknown run) or ReportError (a file could not be written)."""
+    outdated ledger), compare.summary.SummaryError (unknown run) or ReportError (a file could not be written).
+    `strict` counts flagged attempts as not resolved (None: as the run was started)."""
     db_path, out = Path(db_path), Path(out_dir).resolve()
     with _reading(db_path, access) as conn:  # one read-only connection for every figure and export
-        document = summarize(conn, run_id)
+        document = summarize(conn, run_id, strict=strict)
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -247,6 +248,8 @@ def notes_of(document: dict[str, Any], missing_trajectories: dict[str, int] | No
         for where, text in _reasons(entry):
             grouped.setdefault(text, []).append(where)
         notes += [f"{scope}: {', '.join(wheres)}: {text}" for text, wheres in grouped.items()]
+    for arm in document["arms"]:
+        notes += flagged_notes(arm)
     for arm, count in (missing_trajectories or {}).items():
         notes.append(f"{arm}: {count} final attempts have no readable trajectory file: their predictions carry "
                      "an empty patch")

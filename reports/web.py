@@ -17,7 +17,7 @@ import duckdb
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from compare.arm_table import Cell, arm_cells, columns
+from compare.arm_table import Cell, arm_cells, columns, flagged_notes
 from compare.breakeven import breakeven
 from compare.ledger import LedgerAccess, LedgerError, fetch_rows
 from compare.summary import SummaryError, summarize
@@ -141,7 +141,9 @@ def _cell(numeric: bool, cell: Cell) -> str:
     if not numeric:
         return f"<td data-key={cell.key}>{escape(cell.text)}</td>"
     value = "" if cell.value is None else repr(cell.value)
-    title = f" title=\"{escape(cell.reason)}\"" if cell.value is None and cell.reason else ""
+    # the reason as a tooltip where the number, or a bound of its interval ("[$0.80, ∞)"), is missing
+    missing = cell.value is None or (cell.ci is not None and None in cell.ci)
+    title = f" title=\"{escape(cell.reason)}\"" if missing and cell.reason else ""
     ci = f"<br><span class=ci>{escape(cell.ci_text)}</span>" if cell.ci else ""
     return f"<td class=num data-key={cell.key} data-value=\"{value}\"{title}>{escape(cell.text)}{ci}</td>"
 
@@ -154,6 +156,7 @@ def _notes(document: dict[str, Any]) -> str:
         for key in ("avg_at_k", "cost_per_resolved_attempt", "cost_per_resolved_task"):
             if (arm.get(key) or {}).get("reason"):
                 notes.append(f"{arm['arm']}: {key.replace('_', ' ')}: {arm[key]['reason']}")
+        notes += flagged_notes(arm)
     items = "".join(f"<li>{escape(note)}</li>" for note in notes)
     return f"<ul class=note>{items}</ul>" if items else ""
 

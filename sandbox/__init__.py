@@ -7,6 +7,7 @@ from sandbox.grading import GradeResult, Verification, run_oracle, verify
 from sandbox.harbor import TaskFormatError, load_harbor_task
 from sandbox.leaf_tools import LEAF_TOOL_NAMES, LEAF_TOOLS, bash_arguments
 from sandbox.local import LocalSandbox, require_isolation
+from sandbox.reward_hacking import harness_paths
 from sandbox.protocol import (BACKENDS, BuildError, ExecResult, OpenedSandbox, Sandbox, SandboxError, SandboxOptions,
                               SandboxSpec, write_file)
 from sandbox.suites import BUILTIN_SUITE, load_suite
@@ -18,6 +19,6 @@ __all__ = [
     "LEAF_TOOL_NAMES", "LocalSandbox", "OpenedSandbox", "Sandbox", "SandboxError", "SandboxOptions", "SandboxSpec",
     "SWEBenchImages", "Suite", "SuiteError", "Task", "TaskFormatError", "TaskLoadError", "Verification", "bash_arguments",
     "build_environment", "close_backend", "load_harbor_task", "load_suite", "open_sandbox", "remove_leftovers", "require_backend",
-    "require_isolation",
+    "harness_paths", "require_isolation",
     "run_oracle", "verify", "write_file",
 ]

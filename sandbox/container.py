@@ -3,10 +3,13 @@
 The agent's tools go to the same standard-library tool runner as in the local backend (bound read-only into the
 container, started once per attempt over one `exec -i`), so the model sees byte-for-byte the same observations.
 Harness commands (oracle, patch capture, verifier) are plain `exec`s, which also works in images without
-python3. Grading follows Harbor: the container is stopped and started again (every agent process is gone), then
-/tests is copied in and test.sh runs as the verifier's user; in separate mode it runs in a fresh container from
-the verifier's image, with only the declared artifacts copied over. Files leave a container only as the tar
-stream of `cp`, parsed in memory: the host never opens a path inside a container.
+python3. The harness's own processes never come from the agent's files: the container's init and keep-alive are
+the host's static catatonit, and before grading every process the agent started is killed from the host while the
+container is frozen (sandbox.container_processes); the container is never restarted, so the image's ENTRYPOINT
+services keep running as Harbor keeps them. Then /tests is copied in and test.sh runs as the verifier's user; in
+separate mode it runs in a fresh container from the verifier's image, with only the declared artifacts copied
+over. Files leave a container only as the tar stream of `cp`, parsed in memory: the host never opens a path
+inside a container. A watchdog per process removes its containers within seconds if it dies (sandbox.watchdog).
 """
 
 from __future__ import annotations
@@ -16,40 +19,47 @@ import os
 import posixpath
 import re
 import subprocess
+import tarfile
 import time
 import uuid
 from pathlib import Path
 
+from sandbox.container_processes import (KEEP_ALIVE_ARGS, KEEP_ALIVE_IN_CONTAINER, cgroup_directory, cgroup_of,
+                                         keep_alive_binary, kill_all_but, live_processes)
 from sandbox.engine import ULIMITS, Engine, EngineError, client_env, require_engine
+from sandbox.git_safe import RECORD, baseline_from_facts
 from sandbox.images import ResolvedImage, task_image, verifier_image
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
 from sandbox.owner import alive as owner_alive
 from sandbox.owner import identity
-from sandbox.protocol import (BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec, file_from_tar,
+from sandbox.protocol import (BuildError, ExecResult, GitBaseline, SandboxError, SandboxOptions, SandboxSpec,
                               verifier_file)
 from sandbox.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
 from sandbox.runner_sandbox import RunnerSandbox
 from sandbox.tasks import EnvironmentConfig, HealthcheckConfig, Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
+from sandbox.watchdog import ensure_watchdog
 
 LABEL = "leafcost"
 OWNER_LABEL = "leafcost.owner"
-# Harbor keeps a task's container alive with its ENTRYPOINT and this command; --init reaps orphaned processes.
-KEEP_ALIVE = ["sh", "-c", "sleep infinity"]
+# Harbor keeps a task's container alive with its ENTRYPOINT and a command; leafcost's command is the host's static
+# catatonit in pause mode (never a program of the image, which the agent may replace); --init reaps orphans.
+KEEP_ALIVE = [KEEP_ALIVE_IN_CONTAINER, *KEEP_ALIVE_ARGS]
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BASELINE = ("git -c safe.directory='*' init -q && git -c safe.directory='*' add -A && "
              "git -c safe.directory='*' -c user.name=leafcost -c user.email=leafcost@localhost -c commit.gpgsign=false "
              "commit -q --allow-empty --no-verify -m 'leafcost baseline' && chown -R \"$(stat -c %u:%g .)\" .git")
 # Run as root once the container (or pod) is up, with its working directory as $1: Harbor's log directories,
-# what the image offers, the git baseline.
+# what the image offers, the git baseline and what grading needs of the repository before the agent
+# (git_safe.RECORD: its HEAD, directories and config).
 PREPARE = """mkdir -p /logs/agent /logs/verifier /logs/artifacts && chmod 777 /logs/agent /logs/artifacts
 command -v python3 >/dev/null 2>&1 && echo python3=yes
 if command -v git >/dev/null 2>&1; then
   cd "$1" || exit 1
   [ -e .git ] || ({baseline}) >&2 || exit 1
-  echo "head=$(git -c safe.directory='*' rev-parse HEAD)"
+{record}
 fi
-""".replace("{baseline}", _BASELINE)
+""".replace("{baseline}", _BASELINE).replace("{record}", RECORD)
 # Harbor's verifier directories, made again as root once no agent process is left.
 RESET_VERIFIER = ("rm -rf /tests /logs/verifier; if [ -L /logs ] || [ ! -d /logs ]; then rm -rf /logs; fi; "
                   "mkdir -p /logs/verifier /logs/artifacts && chmod 777 /logs/verifier")
@@ -68,6 +78,8 @@ class ContainerSandbox(RunnerSandbox):
         self._runner_process: asyncio.subprocess.Process | None = None
         self._runner_stderr = b""
         self._cpu_file: tuple[Path, str] | None = None
+        self._cgroup: Path | None = None
+        self.spare: frozenset[str] = frozenset()  # "pid:start" of what the container started with
         self._closed = False
 
     async def exec(self, command: str, *, timeout: float, cwd: str | None = None,
@@ -96,10 +108,29 @@ class ContainerSandbox(RunnerSandbox):
         return int(usage) / 1e6 if usage else None
 
     async def measure_from(self) -> None:
-        """Finds the container's CPU accounting file (once it runs)."""
+        """Finds the container's CPU accounting file and its cgroup (once it runs)."""
         found = await self.engine.run("inspect", "--format", "{{.State.Pid}}", self.container, check=False)
         pid = found.text.strip()
-        self._cpu_file = _cgroup_cpu_file(int(pid)) if pid.isdigit() and pid != "0" else None
+        running = pid.isdigit() and pid != "0"
+        self._cpu_file = _cgroup_cpu_file(int(pid)) if running else None
+        self._cgroup = cgroup_directory(int(pid)) if running else None
+
+    def record_spare(self) -> None:
+        """What runs now (init, keep-alive, the ENTRYPOINT's services) is spared by `end_processes`."""
+        self.spare = frozenset(p.key for p in live_processes(self._cgroup)) if self._cgroup else frozenset()
+
+    async def end_processes(self) -> None:
+        """Kills the runner and every process of the container but those it started with; the container keeps
+        running (it is never restarted through the agent's files) and a fresh runner can start."""
+        await self._stop_runner()
+        self._runner, self._runner_process, self._runner_stderr = None, None, b""
+        if not await _running(self.engine, self.container):
+            raise SandboxError(f"the container {self.container} stopped before grading (its keep-alive was killed): "
+                               "nothing is left to grade")
+        if self._cgroup is None:
+            raise SandboxError(f"the processes of container {self.container} are not visible from this host: the "
+                               f"{self.engine.name} backend needs the engine on this machine")
+        await kill_all_but(self.engine, self.container, self._cgroup, self.spare)
 
     async def close(self) -> None:
         """Kills the runner and every process of the container (the container stays, for its files)."""
@@ -163,7 +194,7 @@ class ContainerOpened:
         self.workdir = _workdir(task.environment, image)
         self.containers: list[str] = []
         self.sandbox: ContainerSandbox
-        self.git_baseline: str | None = None
+        self.git_baseline: GitBaseline | None = None
         self.has_python = False
         self._finished_cpu: float | None = 0.0
         self._closed = False
@@ -175,26 +206,24 @@ class ContainerOpened:
         return self._finished_cpu + (current or 0.0)
 
     async def quiesce(self) -> None:
-        await self.stop()
-        await self.engine.run("start", self.sandbox.container, timeout=60)
-        self.sandbox = await self._attach(self.sandbox.container, self.agent_user, self.workdir)
+        await self.sandbox.end_processes()
 
     async def start_verifier(self) -> None:
         agent = self.sandbox.container
-        await self.stop()
         if self.task.config.verifier_mode == "separate":
+            await self.stop()
             image = await verifier_image(self.engine, self.task, self.options)
             environment = self.task.config.verifier_environment or self.task.environment
             container = await self._create(image, environment, role="verifier", solution=False)
             workdir = _workdir(environment, image)
             await self._root(container, RESET_VERIFIER, workdir)
             await self._copy_artifacts(agent, container)
+            await self.engine.run("cp", str(self.task.tests_dir), f"{container}:/tests", timeout=300)
+            self.sandbox = await self._attach(container, self.agent_user, workdir)
         else:
-            container, workdir = agent, self.workdir
-            await self.engine.run("start", container, timeout=60)
-            await self._root(container, RESET_VERIFIER, workdir)
-        await self.engine.run("cp", str(self.task.tests_dir), f"{container}:/tests", timeout=300)
-        self.sandbox = await self._attach(container, self.agent_user, workdir)
+            await self.sandbox.end_processes()
+            await self._root(agent, RESET_VERIFIER, self.workdir)
+            await self.engine.run("cp", str(self.task.tests_dir), f"{agent}:/tests", timeout=300)
 
     async def stop(self) -> None:
         if not self.sandbox.closed:
@@ -222,8 +251,10 @@ class ContainerOpened:
             await self._wait_healthy(container, healthcheck)
         prepared = await self._root(container, PREPARE, "/", "sh", self.workdir)
         facts = dict(line.split("=", 1) for line in prepared.stdout.splitlines() if "=" in line)
-        self.has_python, self.git_baseline = facts.get("python3") == "yes", facts.get("head")
+        self.has_python = facts.get("python3") == "yes"
+        self.git_baseline = baseline_from_facts(facts, restore_as="root")
         self.sandbox = await self._attach(container, self.agent_user, self.workdir)
+        self.sandbox.record_spare()  # before the agent: everything the container started with
 
     async def _create(self, image: ResolvedImage, environment: EnvironmentConfig, *, role: str,
                       solution: bool) -> str:
@@ -239,14 +270,16 @@ class ContainerOpened:
         if environment.workdir:
             flags += ["--workdir", _workdir(environment, image)]
         flags += _env_flags(environment.env)
-        flags += _mount(TOOL_RUNNER_PATH, RUNNER_IN_SANDBOX)
+        flags += _mount(TOOL_RUNNER_PATH, RUNNER_IN_SANDBOX) + _mount(keep_alive_binary(), KEEP_ALIVE_IN_CONTAINER)
         if solution:
             if self.task.solution_dir is None:
                 raise FileNotFoundError(f"task {self.task.task_id} has no solution/solve.sh")
             flags += _mount(self.task.solution_dir, "/solution")
         self.containers.append(name)
+        ensure_watchdog(self.engine.argv, identity())  # removes this container if this process dies
         try:
-            await self.engine.run("run", "-d", *flags, image.id, *KEEP_ALIVE, env=environment.env, timeout=300)
+            await self.engine.run("run", "-d", *flags, "--", image.id, *KEEP_ALIVE, env=environment.env,
+                                  timeout=300)
         except EngineError as exc:
             raise BuildError(f"task {self.task.task_id}: the container did not start from {image.reference}: "
                              f"{str(exc).split(': ', 1)[-1]}") from None
@@ -334,27 +367,51 @@ def remove_container_leftovers(options: SandboxOptions) -> list[str]:
 
 
 async def read_file(engine: Engine, container: str, path: str, limit: int) -> bytes | None:
-    """A regular file of a (running or stopped) container, at most `limit` bytes, out of `cp`'s tar stream;
-    None when it does not exist. A link, a directory or anything larger raises OSError."""
-    process = await asyncio.create_subprocess_exec(
-        *engine.command("cp", f"{container}:{path}", "-"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env=client_env())
+    """A regular file of a (running or stopped) container, at most `limit` bytes; None when it does not exist. A
+    link, a directory or anything larger raises OSError. `cp` of the file itself would follow a final link (and
+    name the member after its target), so its directory is what is copied: the file is its member of that name,
+    read from the tar stream as it comes, and a link stays a link."""
+    directory, name = posixpath.split(path)
+    argv = engine.command("cp", f"{container}:{directory}", "-")
+    return await asyncio.to_thread(_member_of_directory, argv, name, limit)
+
+
+def _member_of_directory(argv: list[str], name: str, limit: int) -> bytes | None:
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=client_env())
     assert process.stdout is not None and process.stderr is not None
-    cap, data = limit + 64 * 1024, bytearray()  # the tar stream: the file, its header and padding
-    while len(data) <= cap and (chunk := await process.stdout.read(65536)):
-        data += chunk
-    oversized = len(data) > cap
-    if oversized:
-        process.kill()
-    stderr = (await process.stderr.read()).decode("utf-8", "replace")
-    await process.wait()
-    if oversized:
-        raise OSError(f"{posixpath.basename(path)} is larger than {limit} bytes")
-    if process.returncode != 0:
-        if re.search(r"no such file|could not find", stderr, re.IGNORECASE):
-            return None
-        raise OSError(f"cannot copy {path} out of the container: {stderr.strip()[-300:]}")
-    return file_from_tar(bytes(data), posixpath.basename(path), limit)
+    try:
+        try:
+            with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
+                top = None
+                for member in archive:
+                    top = top if top is not None else member.name.rstrip("/")
+                    if member.name != f"{top}/{name}":
+                        continue
+                    if not member.isreg() or member.issparse():
+                        raise OSError(f"{name} is not a regular file")
+                    if member.size > limit:
+                        raise OSError(f"{name} is larger than {limit} bytes")
+                    handle = archive.extractfile(member)
+                    return handle.read() if handle is not None else b""
+        except tarfile.TarError as exc:
+            unreadable = exc
+        else:
+            unreadable = None
+        process.stdout.close()
+        stderr = process.stderr.read().decode("utf-8", "replace")
+        process.wait()
+        if process.returncode != 0 and not re.search(r"no such file|could not (?:be )?found", stderr, re.IGNORECASE):
+            raise OSError(f"cannot copy {name}'s directory out of the container: {stderr.strip()[-300:]}")
+        if unreadable is not None and process.returncode == 0:
+            raise OSError(f"the tar stream of {name}'s directory is unreadable: {unreadable}")
+        return None
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        process.stdout.close()
+        process.stderr.close()
 
 
 async def _stream_copy(engine: Engine, source: str, target: str) -> None:
@@ -440,17 +497,9 @@ def _mount(source: Path, target: str) -> list[str]:
 
 def _cgroup_cpu_file(pid: int) -> tuple[Path, str] | None:
     """The container's CPU accounting file from its init process's cgroup (v1 cpuacct, else v2 cpu.stat)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
+    found = cgroup_of(pid, "cpuacct")
+    if found is None:
         return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "cpuacct" in controllers.split(","):
-            candidate = Path("/sys/fs/cgroup/cpuacct") / path.lstrip("/") / "cpuacct.usage"
-            return (candidate, "cpuacct") if candidate.exists() else None
-    v2 = next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), None)
-    if v2 is not None and Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        candidate = Path("/sys/fs/cgroup") / v2.lstrip("/") / "cpu.stat"
-        return (candidate, "cpu.stat") if candidate.exists() else None
-    return None
+    directory, unified = found
+    candidate, kind = (directory / "cpu.stat", "cpu.stat") if unified else (directory / "cpuacct.usage", "cpuacct")
+    return (candidate, kind) if candidate.exists() else None

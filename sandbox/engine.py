@@ -8,6 +8,7 @@ import functools
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,10 +58,11 @@ class Engine:
         return ["rm", "-f", *(["-t", "0"] if self.name == "podman" else []), *containers]
 
     async def run(self, *args: str, timeout: float = 120.0, check: bool = True, stdin: bytes | None = None,
-                  env: dict[str, str] | None = None) -> Completed:
-        """One engine command to completion, its output capped; `check` raises EngineError on a non-zero exit."""
+                  env: dict[str, str] | None = None, prefix: Sequence[str] = ()) -> Completed:
+        """One engine command to completion, its output capped; `check` raises EngineError on a non-zero exit.
+        `prefix` runs the client through another program (nsenter, for a build's own network namespace)."""
         process = await asyncio.create_subprocess_exec(
-            *self.command(*args), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            *prefix, *self.command(*args), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=client_env(env))
         try:
             stdout, stderr = await asyncio.wait_for(process.communicate(stdin), timeout)

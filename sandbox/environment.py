@@ -26,15 +26,16 @@ from sandbox.dockerfile import (
     parse_dockerfile,
     substitute,
 )
+from sandbox.git_safe import RECORD, baseline_from_facts
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION
 from sandbox.limits import Limits, remove_orphan_cgroups
 from sandbox.local import HARBOR_TOP_DIRS, RESERVED_DIRS, LocalSandbox, Mount, bwrap_version
 from sandbox.owner import owner_gone, write_owner
-from sandbox.protocol import BuildError, SandboxError, SandboxOptions, SandboxSpec
+from sandbox.protocol import BuildError, GitBaseline, SandboxError, SandboxOptions, SandboxSpec
 from sandbox.tasks import Task
 
 # Bump when the way environments are built changes, so old cache entries are not reused.
-BUILD_FORMAT = "3"
+BUILD_FORMAT = "4"
 WORKSPACE_PREFIX = "leafcost-ws-"
 BASELINE_COMMIT = ("git init -q 2>/dev/null; git add -A && git -c user.name=leafcost -c user.email=leafcost@localhost "
                    "-c commit.gpgsign=false commit -q --allow-empty --no-verify -m 'leafcost baseline'")
@@ -48,6 +49,7 @@ class BuiltEnvironment(BaseModel):
     from_image: str
     ignored_instructions: list[str]
     git_baseline: str
+    git: GitBaseline | None = None  # the repository as built: what capture diffs against, what grading restores
     cache_hit: bool = False
     build_seconds: float
 
@@ -67,6 +69,11 @@ class LocalOpened(BaseModel, arbitrary_types_allowed=True):
     verifier_user: str | None = None  # everything runs as the one sandbox user
     verifier_dir: Path | None = None
     finished_cpu_seconds: float | None = 0.0  # of the sandboxes already stopped; None once one could not tell
+
+    @property
+    def git_baseline(self) -> GitBaseline | None:
+        """Recorded by the build, in the environment cache, where no agent ever was."""
+        return self.built.git
 
     def cpu_seconds(self) -> float | None:
         """CPU time of every sandbox of this episode so far (cgroups only)."""
@@ -288,13 +295,15 @@ async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> B
         if not result.ok:
             raise BuildError(f"task {task.task_id}: could not record the git baseline in {plan.workdir}: "
                              f"{(result.stderr or result.stdout)[-500:]}")
-        head = await sandbox.exec("git rev-parse HEAD", timeout=60, cwd=plan.workdir)
+        recorded = await sandbox.exec(RECORD, timeout=60, cwd=plan.workdir, env=plan.env)
     finally:
         await sandbox.close()
     for name in ("tests", "solution", "logs"):  # Harbor's dirs start empty in every episode
         shutil.rmtree(root / name, ignore_errors=True)
+    facts = dict(line.split("=", 1) for line in recorded.stdout.splitlines() if "=" in line)
+    git = baseline_from_facts(facts, restore_as=None)  # one sandbox user does everything here
     return BuiltEnvironment(key=key, root=root, workdir=plan.workdir, env=plan.env, from_image=plan.from_image,
-                            ignored_instructions=plan.ignored, git_baseline=head.stdout.strip(),
+                            ignored_instructions=plan.ignored, git_baseline=facts.get("head", ""), git=git,
                             build_seconds=time.monotonic() - started)
 
 
@@ -413,7 +422,9 @@ class _Plan:
             pattern = substitute(pattern, variables)
             if "://" in pattern:
                 raise BuildError(f"{self.where(instruction)}: ADD from a URL is not supported offline")
-            matches = sorted(glob.glob(str(context / pattern.lstrip("/")), recursive=True))
+            # the pattern is matched below the context, whose own path may hold `[` (a task folder's name)
+            matches = sorted(str(context / match) for match in glob.glob(pattern.lstrip("/"), root_dir=context,
+                                                                         recursive=True))
             if not matches:
                 raise BuildError(f"{self.where(instruction)}: {pattern!r} not found in the build context")
             for match in matches:

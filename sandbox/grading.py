@@ -6,6 +6,7 @@ oracle run that proves a task solvable. Written against the sandbox protocol onl
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 import time
@@ -14,20 +15,14 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel
 
-from sandbox import swebench_grading
+from sandbox import git_safe, swebench_grading
 from sandbox.harbor import resolve_host_values
-from sandbox.protocol import ExecResult, OpenedSandbox, Sandbox, write_file
+from sandbox.protocol import ExecResult, GitBaseline, OpenedSandbox, Sandbox, write_file
 from sandbox.tasks import SWEBenchFacts, Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
 
 PATCH_TIMEOUT_SEC = 120.0
 PATCH_CAP_BYTES = STREAM_CAP_BYTES
-# Leaf's `git add -A && git diff --cached --binary`, with what the agent's repository config could bend turned
-# off: an external diff or textconv program (output of any size, any content) and an fsmonitor hook.
-# The harness may run git as another user than the files' owner (root in a container): the repository is trusted
-# for these commands only, and only with the settings above.
-_GIT = "git -c core.fsmonitor=false -c 'safe.directory=*'"
-PATCH_COMMAND = f"{_GIT} add -A && {_GIT} diff --cached --binary --no-ext-diff --no-textconv"
 REWARD_CAP_BYTES = 1 << 20
 
 
@@ -48,6 +43,8 @@ class GradeErrorKind:
     REWARD_MISSING = "reward_missing"
     REWARD_INVALID = "reward_invalid"
     PATCH_UNAVAILABLE = "patch_unavailable"  # SWE-bench grades the patch alone, and there is none to grade
+    GIT_RESTORE_FAILED = "git_restore_failed"  # the repository's git config could not be put back: test.sh not run
+    VERIFIER_KILLED = "verifier_killed"  # test.sh ended by a signal: whatever reward is there, it did not write last
 
 
 class Verification(BaseModel):
@@ -68,7 +65,7 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
     try:
         if capture or swebench is not None:
             await opened.quiesce()
-            patch, patch_error = await capture_patch(opened.sandbox)
+            patch, patch_error = await capture_patch(opened.sandbox, opened.git_baseline)
         else:
             patch, patch_error = "", None
         if swebench is not None and patch_error is not None:  # nothing to grade: no verifier is worth starting
@@ -78,13 +75,23 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
         await opened.start_verifier()
         if swebench is not None and patch:
             await write_file(opened.sandbox, swebench_grading.PATCH_PATH, patch.encode(), user="root")
-        result = await _run_verifier(opened.sandbox, task, opened.verifier_user)
+        baseline = opened.git_baseline if swebench is None and task.config.verifier_mode != "separate" else None
+        if baseline is not None and (failed := await restore_repository(opened.sandbox, baseline)):
+            grade = GradeResult(resolved=False, reward=None, error=GradeErrorKind.GIT_RESTORE_FAILED,
+                                detail=failed, seconds=0.0)
+            return Verification(patch=patch, patch_error=patch_error, grade=grade)
+        result = await _run_verifier(opened.sandbox, task, opened.verifier_user, baseline)
     finally:
         await opened.stop()
     tail = (result.stdout + "\n" + result.stderr).strip()[-2000:]
     if result.timed_out:
         reward, error, document = None, GradeErrorKind.VERIFIER_TIMEOUT, None
         detail = f"test.sh ran longer than verifier timeout_sec={task.config.verifier.timeout_sec:g}"
+    elif killed_by := _signal_of(result.exit_code):
+        # The code under test runs as the verifier's user: it can write a reward, then kill test.sh before test.sh
+        # writes its own. A test.sh that did not end by itself gave no verdict.
+        reward, error, document = None, GradeErrorKind.VERIFIER_KILLED, None
+        detail = f"test.sh was killed by signal {killed_by}: its reward is not trusted"
     elif swebench is not None:
         reward, error, detail, document, log_tail = await read_swebench_report(opened.read_verifier_file, swebench,
                                                                                patch)
@@ -96,11 +103,14 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
     return Verification(patch=patch, patch_error=patch_error, grade=grade, reward_document=document)
 
 
-async def capture_patch(sandbox: Sandbox) -> tuple[str, str | None]:
-    """Leaf's way: stage everything, diff the index against HEAD (binary-safe), then unstage again. A patch over
-    PATCH_CAP_BYTES is not kept (the episode is still graded on its workspace): (patch, why it is missing)."""
-    result = await sandbox.exec(PATCH_COMMAND, timeout=PATCH_TIMEOUT_SEC)
-    await sandbox.exec("git reset -q --mixed HEAD", timeout=PATCH_TIMEOUT_SEC)
+async def capture_patch(sandbox: Sandbox, baseline: GitBaseline | None) -> tuple[str, str | None]:
+    """Leaf's way (stage everything, diff the index, binary-safe), but against the baseline recorded before the
+    agent and in a git directory of the harness's own, so nothing the agent wrote in its repository runs and its
+    index is left as it was (sandbox/git_safe.py). A patch over PATCH_CAP_BYTES is not kept (the episode is still
+    graded on its workspace): (patch, why it is missing)."""
+    if baseline is None:
+        return "", "no git baseline was recorded before the agent (no repository, or no git in the image)"
+    result = await sandbox.exec(git_safe.capture_command(baseline), timeout=PATCH_TIMEOUT_SEC)
     if result.timed_out:
         return "", f"patch capture ran longer than {PATCH_TIMEOUT_SEC:g}s"
     if not result.ok:
@@ -116,11 +126,28 @@ async def run_oracle(sandbox: Sandbox, task: Task) -> ExecResult:
                               env=resolve_host_values(task.config.solution.env, "solution.env"))
 
 
-async def _run_verifier(sandbox: Sandbox, task: Task, user: str | None) -> ExecResult:
+async def restore_repository(sandbox: Sandbox, baseline: GitBaseline) -> str | None:
+    """Harbor's shared mode: the repository's config, hooks and attributes as they were before the agent, once no
+    agent process is left, so neither Leaf's `git add -A` nor test.sh's own git commands (SWE-bench-style tasks
+    check out and apply) run a program the agent configured. None, or why it could not be done."""
+    config_path = f"/tmp/leafcost-gitconfig-{uuid.uuid4().hex}"  # a name nobody could plant a link at beforehand
+    if baseline.config_b64:
+        await write_file(sandbox, config_path, base64.b64decode(baseline.config_b64), user=baseline.restore_as)
+    result = await sandbox.exec(git_safe.restore_command(baseline, config_path), timeout=PATCH_TIMEOUT_SEC,
+                                user=baseline.restore_as)
+    if not result.ok:
+        return (f"the repository's git config could not be put back (exit {result.exit_code}): "
+                f"{(result.stderr or result.stdout).strip()[-300:]}")
+    return None
+
+
+async def _run_verifier(sandbox: Sandbox, task: Task, user: str | None,
+                        baseline: GitBaseline | None) -> ExecResult:
     started = time.monotonic()
     env = resolve_host_values(task.config.verifier.env, "verifier.env")
     if task.swebench is None:
-        await sandbox.exec(f"{_GIT} add -A", timeout=PATCH_TIMEOUT_SEC, user=user)
+        if baseline is not None:
+            await sandbox.exec(git_safe.stage_command(baseline), timeout=PATCH_TIMEOUT_SEC, user=user)
         # Python validates .pyc files by mtime (whole seconds) and size: an edit made within the second of an
         # earlier import, keeping the size, would be graded on stale bytecode. The verifier gets a bytecode cache
         # of its own. (SWE-bench's verifier is a fresh container, run exactly as SWE-bench's harness runs it.)
@@ -179,6 +206,16 @@ async def read_swebench_report(read: Callable[[str, int], Awaitable[bytes | None
     report = await asyncio.to_thread(swebench_grading.grade_log, facts, log, patch)
     tail = log[-2000:].decode("utf-8", "replace").strip()
     return (1.0 if report.get("resolved") else 0.0), None, swebench_grading.why_unresolved(report), report, tail
+
+
+def _signal_of(exit_code: int | None) -> int | None:
+    """The signal that ended test.sh: a negative exit code where the runner saw it die, 128 + N through a container
+    engine's or a pod's shell."""
+    if exit_code is None:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    return exit_code - 128 if 128 < exit_code <= 128 + 64 else None
 
 
 def _as_reward(value: object, source: str) -> tuple[float | None, str | None, str | None]:

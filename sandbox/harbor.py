@@ -29,6 +29,8 @@ class TaskFormatError(ValueError):
 def load_harbor_task(path: Path) -> Task:
     path = Path(path).resolve()
     task_id = path.name
+    if _readable(task_id) != task_id:  # it would reach the ledger, file names and the terminal: refused alike
+        raise TaskFormatError(f"task {_readable(task_id)}: the folder's name is not valid UTF-8; rename it")
     raw, problems = _read_toml(path)
     config = None
     if raw is not None:
@@ -52,8 +54,13 @@ def load_harbor_suite(root: Path, name: str | None = None) -> Suite:
         try:
             tasks.append(load_harbor_task(child))
         except (TaskFormatError, OSError) as exc:
-            errors.append(TaskLoadError(task_id=child.name, path=str(child), error=str(exc)))
+            errors.append(TaskLoadError(task_id=_readable(child.name), path=_readable(str(child)), error=str(exc)))
     return Suite(name=name or root.name, tasks=tasks, errors=errors)
+
+
+def _readable(name: str) -> str:
+    """A file name as valid text: bytes that are not UTF-8 (which Python holds as lone surrogates) as U+FFFD."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _task(path: Path, config: TaskConfig, instruction: str, ignored: list[str]) -> Task:

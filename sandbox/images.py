@@ -15,14 +15,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from sandbox.build_network import build_network
 from sandbox.digests import update_with_tree
 from sandbox.engine import ULIMITS, Engine, EngineError
 from sandbox.protocol import BuildError, SandboxOptions
 from sandbox.tasks import EnvironmentConfig, HealthcheckConfig, Task
 
-BUILD_FORMAT = "1"  # bump when the way images are built changes, so old tags are not reused
+BUILD_FORMAT = "2"  # bump when the way images are built changes, so old tags are not reused
+# The image reference grammar of distribution/reference (what Docker and Podman parse): [domain/]path[:tag][@digest].
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = (r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*"
+           r"[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?")
+_REFERENCE = re.compile(rf"(?P<name>(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*)(?::[\w][\w.-]{{0,127}})?"
+                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 
 
 class ResolvedImage(BaseModel):
@@ -39,6 +46,13 @@ class LockedImage(BaseModel):
     id: str
     repo_digest: str | None = None
 
+    @field_validator("image", "id", "repo_digest")
+    @classmethod
+    def _a_reference(cls, value: str | None) -> str | None:
+        if value is not None and not is_reference(value):
+            raise ValueError(f"{value[:200]!r} is not an image reference")
+        return value
+
 
 class ImageLock(BaseModel):
     """`leafcost images lock`'s file: every task's image (and separate verifier's) by ID."""
@@ -47,6 +61,13 @@ class ImageLock(BaseModel):
     engine: str
     tasks: dict[str, LockedImage] = Field(default_factory=dict)
     verifiers: dict[str, LockedImage] = Field(default_factory=dict)
+
+
+def is_reference(reference: str) -> bool:
+    """Whether `reference` parses as an image reference (so it can never be read as an option: none starts with
+    `-`)."""
+    found = _REFERENCE.fullmatch(reference)
+    return found is not None and len(found.group("name")) <= 255
 
 
 async def task_image(engine: Engine, task: Task, options: SandboxOptions) -> ResolvedImage:
@@ -143,6 +164,9 @@ _RESOLVED: dict[tuple[str, str], ResolvedImage] = {}
 
 
 async def _named(engine: Engine, task: Task, reference: str, env: EnvironmentConfig) -> ResolvedImage:
+    if not is_reference(reference):
+        raise BuildError(f"task {task.task_id}: environment.docker_image {reference[:200]!r} is not an image reference "
+                         "([registry/]name[:tag][@sha256:digest], lowercase name); correct it in task.toml")
     async with _GUARDS.setdefault(reference, asyncio.Lock()):
         if (engine.name, reference) not in _RESOLVED:
             if not await _exists(engine, reference):
@@ -167,8 +191,10 @@ async def _build(engine: Engine, task: Task, dockerfile: Path, context: Path, ta
     # Podman's own image format drops HEALTHCHECK; Docker's keeps it.
     format_flags = ["--format", "docker"] if engine.name == "podman" else []
     try:
-        done = await engine.run("build", *format_flags, *ULIMITS, "--label", "leafcost=1", "-t", tag, "-f",
-                                str(dockerfile), str(context), timeout=timeout, check=False)
+        async with build_network(engine) as network:  # its own namespace: never the host's loopback
+            done = await engine.run("build", *format_flags, *network.flags, *ULIMITS, "--label", "leafcost=1", "-t",
+                                    tag, "-f", str(dockerfile), str(context), timeout=timeout, check=False,
+                                    prefix=network.prefix)
     except EngineError:
         raise BuildError(f"task {task.task_id}: the image build exceeded build_timeout_sec={timeout:g}") from None
     if done.code != 0:  # the failing step's own output is on stdout, the engine's verdict on stderr
@@ -177,19 +203,19 @@ async def _build(engine: Engine, task: Task, dockerfile: Path, context: Path, ta
 
 async def _pull(engine: Engine, task: Task, reference: str, timeout: float) -> None:
     try:
-        await engine.run("pull", reference, timeout=timeout)
+        await engine.run("pull", "--", reference, timeout=timeout)
     except EngineError as exc:
         reason = exc.stderr.strip().splitlines()[-1][:300] if exc.stderr.strip() else str(exc)
         raise BuildError(f"task {task.task_id}: image {reference} cannot be had: {reason}") from None
 
 
 async def _exists(engine: Engine, reference: str) -> bool:
-    found = await engine.run("image", "inspect", "--format", "{{.Id}}", reference, check=False)
+    found = await engine.run("image", "inspect", "--format", "{{.Id}}", "--", reference, check=False)
     return found.code == 0
 
 
 async def _inspect(engine: Engine, reference: str) -> ResolvedImage:
-    data = json.loads((await engine.run("image", "inspect", reference)).stdout)[0]
+    data = json.loads((await engine.run("image", "inspect", "--", reference)).stdout)[0]
     config = data.get("Config") or {}
     image_id = data["Id"] if data["Id"].startswith("sha256:") else f"sha256:{data['Id']}"
     return ResolvedImage(reference=reference, id=image_id, repo_digest=(data.get("RepoDigests") or [None])[0],

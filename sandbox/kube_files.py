@@ -69,7 +69,9 @@ async def copy_artifact(cluster: KubeCluster, source_pod: str, target_pod: str, 
     agent's pod (whose `tar` the agent may have replaced): only regular files and directories under `path` go on,
     since a link, a device or a name outside `path` would let the agent write where the verifier reads its tests
     or its reward. Where the agent left nothing, or nothing whole (a tar that does not read, a checksum that does
-    not match, more than ARTIFACT_CAP_BYTES), the verifier gets nothing there, as Harbor skips a missing one."""
+    not match, more than ARTIFACT_CAP_BYTES), the verifier gets nothing there, as Harbor skips a missing one.
+    A sparse file is left out too (its map could claim any size on the verifier's disk), and what crosses over
+    loses its setuid, setgid and sticky bits, its extended headers and its owner names."""
     parent, base = posixpath.split(posixpath.normpath(posixpath.join("/", path)))
     if not base:
         raise SandboxError(f"artifact {path!r} names no file or directory")
@@ -87,8 +89,9 @@ async def copy_artifact(cluster: KubeCluster, source_pod: str, target_pod: str, 
 
 
 def _only_files_under(raw: IO[bytes], clean: IO[bytes], base: str) -> list[str] | None:
-    """The agent's tar rewritten into `clean` with its regular files and directories under `base` only: the
-    names left out, or None when the tar does not read."""
+    """The agent's tar rewritten into `clean` with its regular files and directories under `base` only, each as a
+    fresh plain member (permission bits only, numeric owner, no extended headers); sparse files are left out:
+    the names left out, or None when the tar does not read."""
     left_out = []
     raw.seek(0)
     try:
@@ -96,14 +99,25 @@ def _only_files_under(raw: IO[bytes], clean: IO[bytes], base: str) -> list[str] 
             for member in source:
                 name = posixpath.normpath(member.name)
                 inside = name == base or name.startswith(base + "/")
-                if not inside or ".." in name.split("/") or not (member.isreg() or member.isdir()):
+                kind_ok = (member.isreg() and not member.issparse()) or member.isdir()
+                if not inside or ".." in name.split("/") or not kind_ok:
                     left_out.append(member.name)
                     continue
-                member.name = name
-                target.addfile(member, source.extractfile(member) if member.isreg() else None)
+                target.addfile(_plain(member, name), source.extractfile(member) if member.isreg() else None)
     except tarfile.TarError:
         return None
     return left_out
+
+
+def _plain(member: tarfile.TarInfo, name: str) -> tarfile.TarInfo:
+    """A regular file's or directory's member as a new one: its name, size, time, numeric owner and permission
+    bits (never setuid, setgid or sticky: the verifier may run as root where the agent could not)."""
+    plain = tarfile.TarInfo(name)
+    plain.type = tarfile.DIRTYPE if member.isdir() else tarfile.REGTYPE
+    plain.size = 0 if member.isdir() else member.size
+    plain.mode, plain.mtime = member.mode & 0o777, member.mtime
+    plain.uid, plain.gid = member.uid, member.gid
+    return plain
 
 
 def _size_and_digest(data: IO[bytes]) -> tuple[int, str]:

@@ -29,8 +29,10 @@ from sandbox.kube_exec import API_RETRIES, RETRY_STATUSES, ExecError, ExecStream
 from sandbox.kube_files import copy_artifact, get_file, put_file, put_tree
 from sandbox.kube_manifests import (CONTAINER, PREFIX, attempt_pod, deny_network_policy, label_key, label_value)
 from sandbox.container import ARTIFACTS_DIR, ENV_NAME, PREPARE, RESET_VERIFIER
+from sandbox.git_safe import baseline_from_facts
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
-from sandbox.protocol import BuildError, ExecResult, SandboxError, SandboxOptions, SandboxSpec, verifier_file
+from sandbox.protocol import (BuildError, ExecResult, GitBaseline, SandboxError, SandboxOptions, SandboxSpec,
+                              verifier_file)
 from sandbox.runner_client import RUNNER_IN_SANDBOX, RunnerClient
 from sandbox.runner_sandbox import RunnerSandbox
 from sandbox.tasks import EnvironmentConfig, Task
@@ -333,6 +335,7 @@ class PodOpened:
         self.sandbox: PodSandbox
         self.workdir = "/"
         self.has_python = False
+        self.git_baseline: GitBaseline | None = None
         self.spare = ""  # the processes the pod had before the agent: never killed
         self._cpu: dict[str, float | None] = {}  # each pod's cgroup CPU at its last stop (every sandbox of it)
         self._closed = False
@@ -349,6 +352,8 @@ class PodOpened:
         prepared = await self._root(self.pod, _PREPARE, timeout=300)
         facts = _facts(prepared)
         self.has_python, self.spare = facts.get("python3") == "yes", facts.get("spare", "").strip()
+        # Restored as root, or as the one non-root user a pod of this task runs everything as.
+        self.git_baseline = baseline_from_facts(facts, restore_as=str(self.run_as) if self.run_as else "root")
         self.workdir = _workdir(environment) if environment.workdir else facts.get("workdir") or "/"
         if solution:
             await put_tree(self.cluster, self.pod, self.task.solution_dir, "/solution")

@@ -87,6 +87,20 @@ class SandboxSpec(BaseModel):
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
 
 
+class GitBaseline(BaseModel):
+    """The task's repository as the harness recorded it before the agent started (the agent never had it): what
+    patch capture diffs against and what the verifier's repository is put back to (sandbox/git_safe.py). Paths are
+    absolute and resolved, inside the sandbox."""
+
+    commit: str  # HEAD before the agent
+    workdir: str  # the working directory the agent and the verifier start in
+    top: str  # the repository's top directory (the work tree)
+    git_dir: str  # its git directory: objects, config, hooks
+    config_b64: str | None = None  # git_dir/config before the agent, base64
+    link_b64: str | None = None  # top/.git when it was a `gitdir:` file, base64
+    restore_as: str | None = None  # who puts the repository back: root, or None where one user runs everything
+
+
 class Sandbox(Protocol):
     """One running sandbox. Tool calls go to the standard-library tool runner inside it, so every backend gives
     the model byte-for-byte the same observations."""
@@ -121,6 +135,7 @@ class OpenedSandbox(Protocol):
     spec_hash: str
     start_seconds: float
     verifier_user: str | None  # who runs test.sh; None is the sandbox's default user
+    git_baseline: GitBaseline | None  # the repository before the agent; None where there was none (or no git)
 
     def cpu_seconds(self) -> float | None:
         """CPU time of every sandbox of this attempt so far."""

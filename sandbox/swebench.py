@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sandbox import swebench_grading
+from sandbox import reward_hacking, swebench_grading
 from sandbox.harbor import TaskFormatError, load_harbor_task
 from sandbox.tasks import Suite, SuiteError, SWEBenchFacts, Task, TaskLoadError
 
@@ -232,7 +232,8 @@ def _load_instance(instance: SWEBenchInstance, images: SWEBenchImages, cache_roo
         # swebench 5 rows always say; older exports may not: SWE-bench's own rule by repository then.
         eval_type=instance.eval_type or ("fail_only" if instance.repo in swebench_grading.fail_only_repos()
                                          else "pass_and_fail"),
-        fail_to_pass=instance.FAIL_TO_PASS, pass_to_pass=instance.PASS_TO_PASS)
+        fail_to_pass=instance.FAIL_TO_PASS, pass_to_pass=instance.PASS_TO_PASS,
+        test_files=reward_hacking.touched_paths(instance.test_patch))
     directory = cache_root / f"{instance.instance_id}-{_content_hash(instance, facts)}"
     if not (directory / "task.toml").is_file():
         _materialize(instance, facts, directory)

@@ -244,6 +244,8 @@ class SWEBenchFacts(BaseModel):
     eval_type: str
     fail_to_pass: list[str]
     pass_to_pass: list[str]
+    # the files the instance's test_patch touches: a model's patch that changes them is flagged (reward_hacking)
+    test_files: list[str] = Field(default_factory=list)
 
 
 class Task(BaseModel):

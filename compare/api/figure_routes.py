@@ -24,10 +24,13 @@ def figure_routes(access: LedgerAccess, figures: Figures) -> APIRouter:
                 summary="Per arm: resolve rates and cost per resolved with 95 % CIs (`leafcost summary --json`)")
     def summary(run_id: str, resamples: Resamples = DEFAULT_RESAMPLES, seed: Seed = DEFAULT_SEED,
                 scenario: str | None = Query(None, description="a stored what-if repricing instead (served as "
-                                                               "stored: resamples and seed do not apply)")) -> Response:
+                                                               "stored: resamples and seed do not apply)"),
+                strict_grading: bool | None = Query(None, description="count flagged attempts (a patch touching "
+                                                    "the test harness) as not resolved; default: as the run was "
+                                                    "started")) -> Response:
         if scenario is not None:
             return _stored_scenario(access, run_id, scenario).response()
-        return figures.summary(run_id, resamples, seed).response()
+        return figures.summary(run_id, resamples, seed, strict=strict_grading).response()
 
     @router.get("/runs/{run_id}/compare", response_model=CompareDocument,
                 responses={409: {"model": UnfairDetail, "description": "the arms differ (tasks, seeds, "

@@ -89,12 +89,14 @@ class Figures:
         # One computation per key at a time (concurrent first requests wait for it); striped to stay bounded.
         self._compute_locks = [threading.Lock() for _ in range(32)]
 
-    def summary(self, run_id: str, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Outcome:
+    def summary(self, run_id: str, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, *,
+                strict: bool | None = None) -> Outcome:
+        """`strict`: count flagged attempts as not resolved (None: as the run was started)."""
         from compare.summary import summarize
 
         def compute(conn, run: RunState) -> Outcome:
-            return ok(summarize(conn, run_id, resamples=resamples, seed=seed))
-        return self.get(("summary", run_id, resamples, seed), run_id, compute)
+            return ok(summarize(conn, run_id, resamples=resamples, seed=seed, strict=strict))
+        return self.get(("summary", run_id, resamples, seed, strict), run_id, compute)
 
     def summary_document(self, run_id: str, resamples: int = DEFAULT_RESAMPLES,
                          seed: int = DEFAULT_SEED) -> dict[str, Any]:

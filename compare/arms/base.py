@@ -76,6 +76,7 @@ class ArmSpec(StrictModel):
     billing: ClassVar[Billing]
     # Why the summary can never read this kind's busy time from its server (None: it can, given the metrics).
     busy_counter_missing: ClassVar[str | None] = None
+    calls_a_model: ClassVar[bool] = True  # False: its episodes send no model call (nothing to wait an answer from)
 
     name: str = Field(pattern=ARM_NAME)
     model: str = ""

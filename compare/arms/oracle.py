@@ -12,6 +12,7 @@ class OracleArm(ArmSpec):
 
     kind: ClassVar = "oracle"
     billing: ClassVar = "none"
+    calls_a_model: ClassVar = False
 
     adapter: Literal["oracle"]
 

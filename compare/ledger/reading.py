@@ -66,6 +66,7 @@ class RunRecord(BaseModel):
     leafcost_version: str
     sandbox_options: dict[str, Any] | None = None
     status_reason: str | None = None
+    strict_grading: bool = False  # flagged attempts count as not resolved (leafcost run --strict-grading)
 
     def spec(self) -> RunSpec:
         return RunSpec.model_validate_json(self.spec_json)

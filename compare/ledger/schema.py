@@ -280,8 +280,66 @@ ALTER TABLE runs_rebuilt RENAME TO runs;
                    "stopped by an error: see status_reason).",
     "runs.status_reason": "Why the run is failed or interrupted, in one line.",
 })
+# Every request to a per-token endpoint is kept here (committed) before it leaves; its model_calls row, when the
+# answer is recorded, carries the same call_key. An intent of a finished attempt without that row is a call a
+# crash lost: it may have been served and billed ("unrecorded spend"), bounded by the request's size.
+_CALL_INTENTS = """
+CREATE TABLE call_intents (
+    call_key VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    arm VARCHAR NOT NULL,
+    episode_id VARCHAR NOT NULL,
+    attempt BIGINT NOT NULL,
+    model VARCHAR NOT NULL,
+    sent_at TIMESTAMPTZ NOT NULL,
+    request_bytes BIGINT NOT NULL,
+    max_tokens BIGINT,
+    bound_usd DOUBLE,
+    price_source VARCHAR,
+    router_spend_usd DOUBLE,
+    router_prompt_tokens BIGINT,
+    router_completion_tokens BIGINT,
+    reconciled_at TIMESTAMPTZ,
+    reconcile_note VARCHAR
+);
+ALTER TABLE model_calls ADD COLUMN call_key VARCHAR;
+""" + _comments_sql({
+    "call_intents": "One row per request to a per-token endpoint, committed before the request is sent. One whose "
+                    "call_key has no model_calls row in a finished attempt was lost by a crash: unrecorded spend.",
+    "call_intents.call_key": "leafcost's id of the request, sent as x-litellm-call-id (a LiteLLM proxy logs it as "
+                             "litellm_call_id); the model_calls row of its answer has the same call_key.",
+    "call_intents.request_bytes": "Size of the JSON body sent: the upper bound on its prompt tokens (a token is at "
+                                  "least one byte of the text it stands for).",
+    "call_intents.max_tokens": "The completion cap the request carried: the upper bound on its completion tokens.",
+    "call_intents.bound_usd": "request_bytes input tokens + max_tokens output tokens at the arm's prices, at the "
+                              "dearest of its input, cache-write, output and reasoning rates: the most the call "
+                              "could cost. NULL when unbounded (no cap sent) or unpriced.",
+    "call_intents.router_spend_usd": "What the router's spend log says the call cost, when reconciliation found it.",
+    "call_intents.reconcile_note": "What reconciliation with the router's spend log found (or why it could not ask).",
+    "model_calls.call_key": "leafcost's id of the request (see call_intents).",
+})
+# A resolved attempt whose patch touches the test harness is flagged (sandbox.reward_hacking); a strict run counts
+# it as not resolved. The verdict in `resolved` stays the verifier's.
+_REWARD_HACKING = """
+ALTER TABLE episodes ADD COLUMN hack_paths JSON;
+ALTER TABLE episodes ADD COLUMN flagged BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE runs ADD COLUMN strict_grading BOOLEAN NOT NULL DEFAULT false;
+""" + _comments_sql({
+    "episodes.hack_paths": "JSON list: the paths of the patch that belong to the test harness (conftest.py, "
+                           "sitecustomize/usercustomize, .pth, pytest/tox/nox settings, CI config, the graded "
+                           "tests' files); [] when none; NULL when no patch was captured to check.",
+    "episodes.flagged": "Resolved, and its patch touches the test harness (hack_paths) or could not be checked. "
+                        "Figures count it as resolved unless the run grades strictly.",
+    "runs.strict_grading": "Set by leafcost run --strict-grading: this run's figures count flagged attempts as "
+                           "not resolved.",
+})
+_ANSWER_TRUNCATED_COLUMN = """
+ALTER TABLE model_calls ADD COLUMN answer_truncated_chars BIGINT NOT NULL DEFAULT 0;
+""" + _comments_sql({"model_calls.answer_truncated_chars": "Characters cut from the answer's content, reasoning and "
+                     "tool arguments past their caps (1,000,000 each, adapters.answers); 0 when nothing was cut."})
 MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS), _ROUTER_MODEL_COLUMNS, _CACHE_WRITE_COLUMN,
-                         _SCENARIOS_TABLE, _LEASE_HEARTBEATS, _RUN_FAILED_STATUS]
+                         _SCENARIOS_TABLE, _LEASE_HEARTBEATS, _RUN_FAILED_STATUS, _CALL_INTENTS, _REWARD_HACKING,
+                         _ANSWER_TRUNCATED_COLUMN]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _ARM_TOTALS_SQL = """
@@ -307,6 +365,7 @@ UPDATE episodes AS e SET status = 'finished', exit_reason = f.exit_reason, resol
     ended_at = f.ended_at, elapsed_sec = coalesce(f.elapsed_sec, epoch(f.ended_at) - epoch(e.started_at)),
     sandbox_cpu_seconds = f.sandbox_cpu_seconds, sandbox_start_sec = f.sandbox_start_sec,
     patch_bytes = f.patch_bytes, trajectory_path = coalesce(f.trajectory_path, e.trajectory_path),
+    hack_paths = f.hack_paths, flagged = f.flagged,
     sandbox_spec_hash = coalesce(f.sandbox_spec_hash, e.sandbox_spec_hash),
     isolation = coalesce(f.isolation, e.isolation),
     prompt_tokens = coalesce(c.prompt_tokens, 0), cached_tokens = coalesce(c.cached_tokens, 0),

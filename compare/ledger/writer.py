@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from adapters.base import CallAttempt, Lease, ServerSample, ToolCall, utcnow
+from adapters.base import CallAttempt, CallIntent, Lease, ServerSample, ToolCall, utcnow
+from adapters.answers import valid_text
 from compare.ledger.batching import _Batch, _GroupCommit, _Op
 from compare.ledger.credentials import check_no_secrets, redact_secrets
 from compare.ledger.errors import LedgerBusy, LedgerError
@@ -116,6 +117,12 @@ class Ledger:
                "task_ids": _json(list(task_ids)), "seeds": spec.seeds,
                "leafcost_version": leafcost_version or _leafcost_version(), "sandbox_options": _json(options)}
         await self._write("create_run", lambda batch: batch.append("runs", row))
+
+    async def set_strict_grading(self, run_id: str) -> None:
+        """From now on the run's figures count flagged attempts (episodes.flagged) as not resolved."""
+        def apply(batch: _Batch) -> None:
+            batch.update_one("runs", "run_id = ?", [run_id], {"strict_grading": True}, what=f"run {run_id!r}")
+        await self._write("set_strict_grading", apply)
 
     async def set_run_status(self, run_id: str, status: RunStatus, reason: str | None = None) -> None:
         """Sets the run's status and its reason (None clears a previous one: a resumed run is running again).
@@ -219,7 +226,8 @@ class Ledger:
                   price_source: str | None, price_revision: str | None) -> dict[str, Any]:
         run_id, arm = self._episode_key(episode_id)
         usage = attempt.usage
-        return {"run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "attempt": attempt.attempt,
+        return _storable({
+                "run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "attempt": attempt.attempt,
                 "model": attempt.model, "status": attempt.status, "http_status": attempt.http_status,
                 "error": attempt.error, "finish_reason": attempt.finish_reason,
                 "prompt_tokens": usage.prompt_tokens, "cached_tokens": usage.cached_tokens,
@@ -230,15 +238,36 @@ class Ledger:
                 "router_cost_usd": attempt.router_cost_usd, "router_cost_detail": _json(attempt.router_cost_detail),
                 "router_retries": attempt.router_retries, "router_fallbacks": attempt.router_fallbacks,
                 "router_model": attempt.router_model, "router_deployment": attempt.router_deployment,
+                "call_key": attempt.call_key,
                 "cost_usd": cost_usd, "price_source": price_source, "price_revision": price_revision,
-                "request_id": attempt.request_id}
+                "request_id": attempt.request_id, "answer_truncated_chars": attempt.answer_truncated_chars})
+
+    async def record_intent(self, episode_id: str, intent: CallIntent, *, bound_usd: float | None,
+                            price_source: str | None) -> None:
+        """A request about to be sent, committed before this returns (and with it every row queued before it):
+        a crash after this point leaves the intent, so the call is never silently lost."""
+        run_id, arm = self._episode_key(episode_id)
+        row = {"call_key": intent.call_key, "run_id": run_id, "arm": arm, "episode_id": episode_id,
+               "attempt": intent.attempt, "model": intent.model, "sent_at": _utc(intent.sent_at),
+               "request_bytes": intent.request_bytes, "max_tokens": intent.max_tokens, "bound_usd": bound_usd,
+               "price_source": price_source}
+        await self._write("record_intent", lambda batch: batch.append("call_intents", row))
+
+    async def record_reconciliation(self, call_key: str, *, spend_usd: float | None, prompt_tokens: int | None,
+                                    completion_tokens: int | None, note: str) -> None:
+        """What the router's spend log says of an unrecorded call (compare.reconcile)."""
+        changes = {"router_spend_usd": spend_usd, "router_prompt_tokens": prompt_tokens,
+                   "router_completion_tokens": completion_tokens, "reconciled_at": utcnow(), "reconcile_note": note}
+        await self._write("record_reconciliation", lambda batch: batch.update_one(
+            "call_intents", "call_key = ?", [call_key], changes, what=f"call intent {call_key!r}"))
 
     def _tool_row(self, episode_id: str, step: int, index: int, call: ToolCall, output_chars: int,
                   started_at: datetime, seconds: float) -> dict[str, Any]:
         run_id, arm = self._episode_key(episode_id)
-        return {"run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "idx": index,
-                "tool_call_id": call.id or None, "tool_name": call.name, "arguments_chars": len(call.arguments),
-                "output_chars": output_chars, "started_at": _utc(started_at), "seconds": seconds}
+        return _storable({"run_id": run_id, "arm": arm, "episode_id": episode_id, "step": step, "idx": index,
+                          "tool_call_id": call.id or None, "tool_name": call.name,
+                          "arguments_chars": len(call.arguments), "output_chars": output_chars,
+                          "started_at": _utc(started_at), "seconds": seconds})
 
     async def finish_episode(self, episode_id: str, *, exit_reason: str, resolved: bool, reward: float | None,
                              final: bool, n_steps: int, grade_error: str | None = None,
@@ -246,7 +275,8 @@ class Ledger:
                              ended_at: datetime | None = None, elapsed_sec: float | None = None,
                              sandbox_cpu_seconds: float | None = None, sandbox_start_sec: float | None = None,
                              patch_bytes: int | None = None, trajectory_path: str | None = None,
-                             sandbox_spec_hash: str | None = None, isolation: str | None = None) -> None:
+                             sandbox_spec_hash: str | None = None, isolation: str | None = None,
+                             hack_paths: list[str] | None = None, flagged: bool = False) -> None:
         """Marks a running attempt finished with its results; token columns and model_calls are summed from
         its model_calls rows. `final`: this attempt counts for its (arm, task, seed), i.e. it will not be
         retried. elapsed_sec defaults to ended_at - started_at."""
@@ -255,7 +285,9 @@ class Ledger:
                "infra_error": infra_error, "harness_error": harness_error, "ended_at": _utc(ended_at) or utcnow(),
                "elapsed_sec": elapsed_sec, "sandbox_cpu_seconds": sandbox_cpu_seconds,
                "sandbox_start_sec": sandbox_start_sec, "patch_bytes": patch_bytes,
-               "trajectory_path": trajectory_path, "sandbox_spec_hash": sandbox_spec_hash, "isolation": isolation}
+               "trajectory_path": trajectory_path, "sandbox_spec_hash": sandbox_spec_hash, "isolation": isolation,
+               "hack_paths": None if hack_paths is None else _json(hack_paths), "flagged": flagged}
+        row = _storable(row)  # error_detail and grade_error quote what a model or a log said
 
         def apply(batch: _Batch) -> None:
             batch.finish(row)
@@ -493,6 +525,12 @@ def _plain(value: BaseModel | Mapping[str, Any] | None) -> Any:
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, default=str)
+
+
+def _storable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row DuckDB can take whatever a model or a log put in its text: a lone surrogate (which DuckDB refuses,
+    failing every row of the batch) becomes U+FFFD, as everywhere else (adapters.answers)."""
+    return {key: valid_text(value) if isinstance(value, str) else value for key, value in row.items()}
 
 
 def _utc(at: datetime | None) -> datetime | None:

@@ -180,7 +180,8 @@ def test_a_flood_of_output_ends_the_turn_without_breaking_the_harness(make_task,
     result, recorder, _, _ = play({"turns": [{"flood_chars": 3_000_000}]}, make_task(), sandbox_options,
                                   Budgets(max_tokens_per_turn=8192))
     assert result.exit_reason in {"max_tokens_per_turn", "max_context_len"}
-    assert recorder.tools == [] and len(result.final_message) == 3_000_000
+    assert recorder.tools == [] and result.final_message.endswith("\n[truncated 2000000 chars]")  # capped at 1M
+    assert result.steps[0]["truncated_chars"] == {"content": 2_000_000}
 
 
 def test_by_default_every_request_carries_our_prompt_and_tools(make_task, sandbox_options):

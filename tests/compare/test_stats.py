@@ -36,9 +36,11 @@ def bca_by_hand(resampled: np.ndarray, point: float, jackknife: list[float], n_t
 
 
 def gathered_ci(per_task: np.ndarray, idx: np.ndarray) -> tuple[float, float]:
-    """The percentile CI of a mean, computed the plain way (gather then mean), to check the counts machinery."""
-    lo, hi = np.quantile(per_task[idx].mean(axis=1), [0.025, 0.975])
-    return float(lo), float(hi)
+    """The expanded BCa CI of a mean, computed the plain way (gather then mean, the jackknife written out), to
+    check the counts machinery."""
+    n = per_task.size
+    jackknife = [(per_task.sum() - x) / (n - 1) for x in per_task]
+    return bca_by_hand(per_task[idx].mean(axis=1), float(per_task.mean()), jackknife, n)
 
 
 # --- per-task estimators by hand ----------------------------------------------------------------------------------
@@ -90,7 +92,7 @@ def test_resolve_rates_on_three_tasks_by_hand():
     for k in (1, 2, 3):
         assert rates["pass_at_k"][k].value == pytest.approx(expected_pass[k])
         assert rates["pass_hat_k"][k].value == pytest.approx(expected_hat[k])
-    # the CI is the percentile interval of the resampled means, as a plain gather computes it
+    # the CI is the expanded BCa interval of the resampled means, as a plain gather computes it
     assert rates["avg_at_k"].ci95 == pytest.approx(gathered_ci(np.array([0, 1 / 3, 3 / 4]), idx))
     assert rates["pass_hat_k"][3].ci95 == pytest.approx(gathered_ci(np.array([0, 0, 1 / 4]), idx))
     assert rates["avg_at_k"].ci95[0] < rates["avg_at_k"].value < rates["avg_at_k"].ci95[1]
@@ -174,8 +176,9 @@ def test_ratio_by_hand():
     # (1/4)^4 of the resamples draw only the unresolved task: at 4 tasks the expanded interval reads its upper
     # bound at Φ(≈ 3.9), the top 0.005 % of the resamples, where those infinite ones sit
     assert (den[idx].sum(axis=1) == 0).sum() == 4
-    assert estimate.ci95 is None and estimate.reason.startswith("nothing resolves in 4 of 2000 resamples")
-    assert estimate.reason.endswith("the upper bound is unbounded")
+    assert estimate.ci95[1] is None and estimate.reason.startswith("nothing resolves in 4 of 2000 resamples")
+    assert estimate.reason.endswith("the upper bound is unbounded, so the 95 % interval is one-sided, [lower, ∞)")
+    assert 0 <= estimate.ci95[0] <= estimate.value  # the lower bound exists and is given
 
 
 def test_the_bca_interval_by_hand():
@@ -237,7 +240,7 @@ def test_a_ratio_whose_resamples_often_resolve_nothing_has_an_unbounded_interval
     den[3] = 1  # a resample misses task 3 with probability 0.95^20 ≈ 36 %
     estimate = ratio(np.ones(20), den, bootstrap_indices(20), nothing="x")
     assert estimate.value == 20.0
-    assert estimate.ci95 is None
+    assert estimate.ci95[1] is None and 0 < estimate.ci95[0] <= 20.0
     assert "upper bound is unbounded" in estimate.reason and "nothing resolves" in estimate.reason
 
 
@@ -249,16 +252,20 @@ def test_infinite_resamples_count_only_when_a_percentile_reaches_them():
     assert _percentile_ci(reach, "nothing resolves") == (pytest.approx((49.975, 1949.025)), None)
     reach[-50:] = np.inf
     ci, reason = _percentile_ci(reach, "nothing resolves")
-    assert ci is None and reason.startswith("nothing resolves in 50 of 2000 resamples")
-    assert reason.endswith("the upper bound is unbounded")
+    assert ci == (pytest.approx(49.975), None) and reason.startswith("nothing resolves in 50 of 2000 resamples")
+    assert reason.endswith("the upper bound is unbounded, so the 95 % interval is one-sided, [lower, ∞)")
     low = stats.copy()
     low[:50] = -np.inf
-    assert _percentile_ci(low, "x")[1].endswith("the lower bound is unbounded")
+    assert _percentile_ci(low, "x")[0] == (None, pytest.approx(1949.025))
+    assert _percentile_ci(low, "x")[1].endswith("the lower bound is unbounded, so the 95 % interval is one-sided, "
+                                                "(−∞, upper]")
     undefined = stats.copy()
     undefined[[0, 1999]] = np.nan  # undefined: at the bottom for the lower bound, at the top for the upper,
     assert _percentile_ci(undefined, "x")[0] == pytest.approx((48.975, 1950.025))  # so both move out by one
     undefined[1000:1049] = np.nan  # 49 + 2 undefined reach both percentiles
-    assert _percentile_ci(undefined, "x")[1].endswith("the lower and upper bounds are unbounded")
+    assert _percentile_ci(undefined, "x")[0] is None
+    assert _percentile_ci(undefined, "x")[1].endswith("the lower and upper bounds are unbounded, so there is no "
+                                                      "interval")
 
 
 # --- paired comparisons -------------------------------------------------------------------------------------------
@@ -273,7 +280,10 @@ def test_paired_rate_difference_resamples_both_arms_together():
     assert same == Estimate(0.0, (0.0, 0.0))  # identical arms on identical resamples never differ
     diff = paired_rate_difference(c_a, n, c_b, n, idx)
     assert diff.value == pytest.approx((c_a - c_b).sum() / 180)
-    assert diff.ci95 == pytest.approx(gathered_ci(c_a / 3 - c_b / 3, idx))
+    # the paired t interval: mean ± t(59, 0.975)·s/√60
+    d = c_a / 3 - c_b / 3
+    half = _student_t_quantile(0.975, 59) * d.std(ddof=1) / math.sqrt(60)
+    assert diff.ci95 == pytest.approx((d.mean() - half, d.mean() + half), rel=1e-12)
     # pairing: much narrower than if the arms were resampled independently
     a_ci = resolve_rates(n, c_a, idx)["avg_at_k"].ci95
     b_ci = resolve_rates(n, c_b, bootstrap_indices(60, seed=1))["avg_at_k"].ci95
@@ -289,7 +299,9 @@ def test_paired_ratio_difference_by_hand_and_with_an_arm_resolving_nothing():
     diff = paired_ratio_difference(cost_a, res_a, cost_b, res_b, idx, nothing="no resolved attempts")
     assert diff.value == pytest.approx(10 / 4 - 8 / 2)
     # B resolves nothing (+inf, difference −inf) in (1/2)^4 of the resamples: beyond the 2.5 % tail
-    assert diff.reason is not None and diff.reason.endswith("the lower bound is unbounded")
+    assert diff.reason is not None and diff.reason.endswith("the lower bound is unbounded, so the 95 % interval "
+                                                            "is one-sided, (−∞, upper]")
+    assert diff.ci95[0] is None and diff.ci95[1] >= diff.value  # the upper bound that exists is given
     same = paired_ratio_difference(cost_a, res_a, cost_a, res_a, idx, nothing="x")
     assert same == Estimate(0.0, (0.0, 0.0))
     none_b = paired_ratio_difference(cost_a, res_a, cost_b, 0 * res_b, idx, nothing="no resolved attempts")
@@ -298,31 +310,31 @@ def test_paired_ratio_difference_by_hand_and_with_an_arm_resolving_nothing():
     assert none_both.value is None and none_both.reason == "arms A and B: none resolved"
 
 
-def test_paired_ratio_difference_interval_is_the_expanded_bca_of_the_resampled_difference():
+def test_paired_ratio_difference_interval_is_the_expanded_percentile_of_the_resampled_difference():
     rng = np.random.default_rng(4)
     res_a, res_b = rng.binomial(3, 0.6, 80), rng.binomial(3, 0.5, 80)
     cost_a, cost_b = rng.gamma(3.0, 1.0, 80), rng.gamma(2.0, 1.0, 80)
     idx = bootstrap_indices(80)
     diff = paired_ratio_difference(cost_a, res_a, cost_b, res_b, idx, nothing="x")
     resampled = (cost_a[idx].sum(1) / res_a[idx].sum(1)) - (cost_b[idx].sum(1) / res_b[idx].sum(1))
-    # the jackknife leaves the same task out of both arms
-    jackknife = [(cost_a.sum() - cost_a[i]) / (res_a.sum() - res_a[i])
-                 - (cost_b.sum() - cost_b[i]) / (res_b.sum() - res_b[i]) for i in range(80)]
     assert diff.value == pytest.approx(cost_a.sum() / res_a.sum() - cost_b.sum() / res_b.sum())
-    assert diff.ci95 == pytest.approx(bca_by_hand(resampled, diff.value, jackknife, 80), rel=1e-12)
+    z = expanded_z(80)  # the resamples' quantiles at Φ(∓z_n): no bias correction, no acceleration
+    levels = [NormalDist().cdf(-z), NormalDist().cdf(z)]
+    assert diff.ci95 == pytest.approx(tuple(np.quantile(resampled, levels)), rel=1e-12)
 
 
-def test_one_task_holding_every_resolve_has_no_interval_and_says_why():
+def test_one_task_holding_every_resolve_has_a_one_sided_interval_and_says_why():
     den = np.zeros(30)
     den[7] = 2
     estimate = ratio(np.ones(30), den, bootstrap_indices(30), nothing="x")
-    assert estimate.value == 15.0 and estimate.ci95 is None
+    assert estimate.value == 15.0 and estimate.ci95[1] is None and 0 < estimate.ci95[0] <= 15.0
     assert estimate.reason.startswith("only one task resolves anything: nothing resolves in ")
-    assert estimate.reason.endswith("the upper bound is unbounded")
+    assert estimate.reason.endswith("the upper bound is unbounded, so the 95 % interval is one-sided, [lower, ∞)")
     paired = paired_ratio_difference(np.ones(30), np.ones(30), np.ones(30), den, bootstrap_indices(30), nothing="x")
-    assert paired.value == 1 - 15 and paired.ci95 is None  # B's single task: its absence is −inf in A − B
-    assert paired.reason.startswith("an arm has only one task that resolves anything")
-    assert paired.reason.endswith("the lower bound is unbounded")
+    assert paired.value == 1 - 15 and paired.ci95[0] is None  # B's single task: its absence is −inf in A − B
+    assert paired.ci95[1] >= paired.value
+    assert paired.reason.startswith("an arm resolves nothing in ")
+    assert paired.reason.endswith("the lower bound is unbounded, so the 95 % interval is one-sided, (−∞, upper]")
     # one task in all: no leave-one-out sample, every resample is that task, the interval is the point
     assert ratio([3.0], [2], bootstrap_indices(1), nothing="x") == Estimate(1.5, (1.5, 1.5))
 
@@ -419,12 +431,13 @@ def test_ratios_contain_their_point_or_say_why_not(tasks, seed):
         assert estimate == Estimate(None, None, "no resolved attempts")
         return
     assert estimate.value == pytest.approx(num.sum() / den.sum())
-    if estimate.ci95 is None:
+    if estimate.ci95 is None or None in estimate.ci95:
         assert "unbounded" in estimate.reason
-    else:
+    if estimate.ci95 is not None:
         lo, hi = estimate.ci95
-        assert math.isfinite(lo) and math.isfinite(hi)
-        assert lo * (1 - TOL) - TOL <= estimate.value <= hi * (1 + TOL) + TOL
+        assert lo is not None  # a ratio of costs is never unbounded below
+        assert math.isfinite(lo) and (hi is None or math.isfinite(hi))
+        assert lo * (1 - TOL) - TOL <= estimate.value <= (math.inf if hi is None else hi * (1 + TOL) + TOL)
     assert ratio(num, den, Resampler(len(tasks), resamples=400, seed=seed), nothing="x") == estimate
     diff = paired_ratio_difference(num, den, num[::-1], den[::-1], resampler, nothing="x")
     for number in (diff.value, *(diff.ci95 or ())):

@@ -133,8 +133,12 @@ def _document_values(arm: dict) -> dict:
             "cost_per_resolved_task": arm["cost_per_resolved_task"]["value"], "cost_total": cost["total"],
             "cost_tokens": cost["tokens"], "cost_gpu": cost["gpu"], "cost_sandbox": cost["sandbox"],
             "utilization": arm["utilization"], "harness_error_rate": arm["harness_error_rate"],
-            "infra_error_rate": arm["infra_error_rate"], "price_source": arm["price_source"],
-            "unpriced_calls": arm["unpriced_calls"]}
+            "infra_error_rate": arm["infra_error_rate"], "grading_error_rate": arm["grading_error_rate"],
+            "price_source": arm["price_source"],
+            "flagged_attempts": arm["flagged_attempts"],
+            "unpriced_calls": arm["unpriced_calls"], "impossible_usage_calls": arm["impossible_usage_calls"],
+            "unrecorded_calls": arm["unrecorded_spend"]["calls"],
+            "unrecorded_bound": arm["unrecorded_spend"]["bound_usd"]}
 
 
 def test_arm_table_numbers_are_the_documents(written):

@@ -122,7 +122,7 @@ def test_patch_capture_is_leafs_and_resets_the_index(make_task, sandbox_options)
             await sandbox.run_tool("Edit", {"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"})
             await sandbox.run_tool("Write", {"file_path": "blob.bin", "content": "x"})
             await sandbox.exec("printf '\\x00\\x01' > blob.bin", timeout=10)
-            patch, error = await capture_patch(sandbox)
+            patch, error = await capture_patch(sandbox, opened.git_baseline)
             assert error is None
             staged = await sandbox.exec("git diff --cached --name-only", timeout=10)
             unstaged = await sandbox.exec("git status --porcelain", timeout=10)

@@ -66,6 +66,57 @@ def test_only_regular_files_and_directories_under_the_artifact_cross_over():
                                 "artifacts/hard", "artifacts/to-verifier", "tests/test.sh"]
 
 
+def test_every_member_kind_is_rewritten_plain_and_sparse_files_and_special_bits_are_dropped(tmp_path):
+    """Every kind a tar can hold, as GNU tar and Python's tarfile write them: only plain regular files and
+    directories cross, without setuid, setgid or sticky bits; GNU and PAX sparse files (whose map can claim any
+    size on the verifier's disk), FIFOs, devices and links never do."""
+    if shutil.which("tar") is None:
+        pytest.skip("GNU tar is needed to write sparse members")
+    kinds = io.BytesIO()
+    with tarfile.open(fileobj=kinds, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for name, kind, mode in [("artifacts", tarfile.DIRTYPE, 0o755), ("artifacts/suid", tarfile.REGTYPE, 0o4755),
+                                 ("artifacts/sgid-dir", tarfile.DIRTYPE, 0o2775),
+                                 ("artifacts/sticky", tarfile.DIRTYPE, 0o1777),
+                                 ("artifacts/contiguous", tarfile.CONTTYPE, 0o6644),
+                                 ("artifacts/fifo", tarfile.FIFOTYPE, 0o644), ("artifacts/chr", tarfile.CHRTYPE, 0o666),
+                                 ("artifacts/blk", tarfile.BLKTYPE, 0o660)]:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.uname = kind, mode, "root"
+            content = b"#!/bin/sh\nid\n" if kind in (tarfile.REGTYPE, tarfile.CONTTYPE) else b""
+            info.size = len(content)
+            if kind in (tarfile.CHRTYPE, tarfile.BLKTYPE):
+                info.devmajor, info.devminor = 8, 0
+            info.pax_headers = {}
+            archive.addfile(info, io.BytesIO(content) if content else None)
+    whole = tmp_path / "whole.tar"
+    whole.write_bytes(kinds.getvalue())
+    for form in ("gnu", "pax"):
+        tree = tmp_path / form / "artifacts"
+        tree.mkdir(parents=True)
+        with open(tree / f"sparse-{form}.bin", "wb") as handle:
+            handle.truncate(1 << 20)  # holes: the map, not the bytes, is in the tar
+            handle.write(b"x")
+        sparse = tmp_path / f"{form}.tar"
+        subprocess.run(["tar", "--sparse", f"--format={form}", "-C", str(tmp_path / form), "-cf", str(sparse),
+                        "artifacts/" + f"sparse-{form}.bin"], check=True)
+        subprocess.run(["tar", "-Af", str(whole), str(sparse)], check=True)
+    with tarfile.open(whole) as archive:
+        assert {m.name for m in archive if m.issparse()} == {"artifacts/sparse-gnu.bin", "artifacts/sparse-pax.bin"}
+    clean = io.BytesIO()
+    left_out = _only_files_under(io.BytesIO(whole.read_bytes()), clean, "artifacts")
+    clean.seek(0)
+    with tarfile.open(fileobj=clean) as archive:
+        kept = {m.name: (m.type, m.mode, m.pax_headers, archive.extractfile(m).read() if m.isreg() else None)
+                for m in archive}
+    assert kept == {"artifacts": (tarfile.DIRTYPE, 0o755, {}, None),
+                    "artifacts/suid": (tarfile.REGTYPE, 0o755, {}, b"#!/bin/sh\nid\n"),
+                    "artifacts/sgid-dir": (tarfile.DIRTYPE, 0o775, {}, None),
+                    "artifacts/sticky": (tarfile.DIRTYPE, 0o777, {}, None),
+                    "artifacts/contiguous": (tarfile.REGTYPE, 0o644, {}, b"#!/bin/sh\nid\n")}
+    assert sorted(left_out or []) == ["artifacts/blk", "artifacts/chr", "artifacts/fifo", "artifacts/sparse-gnu.bin",
+                                      "artifacts/sparse-pax.bin"]
+
+
 @pytest.fixture(scope="module")
 def separate_suite(container_images, tmp_path_factory) -> tuple[Path, Path]:
     """The separate-verifier fixture as a one-task suite, its agent and verifier images locked by ID."""

@@ -63,7 +63,8 @@ def test_a_row_becomes_a_task_in_its_own_image_with_a_separate_verifier(tmp_path
     assert task.swebench == SWEBenchFacts(instance_id="acme__calc-7", repo="acme/calc", version="1.0",
                                           image=task.environment.docker_image, log_parser="parse_log_pytest",
                                           eval_type="pass_and_fail", fail_to_pass=["tests/test_calc.py::test_add"],
-                                          pass_to_pass=["tests/test_calc.py::test_sub"])
+                                          pass_to_pass=["tests/test_calc.py::test_sub"],
+                                          test_files=["tests/test_calc.py"])  # the test_patch's files
     metadata = tomllib.loads((task.path / "task.toml").read_text())["metadata"]
     assert metadata["swebench"] == "5.0.2" and metadata["base_commit"] == BASE
     script = (task.tests_dir / "eval.sh").read_text()

@@ -5,10 +5,13 @@ import random
 import tempfile
 import unittest
 
-from linediff import PatchError, apply_patch, unified_diff
-from linediff.cli import main
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Read before the code under test is imported: it runs as the same user and could rewrite the file later.
+with open(os.path.join(HERE, "gnu_corpus.json")) as f:
+    GNU_CORPUS = json.load(f)
+
+from linediff import PatchError, apply_patch, unified_diff  # noqa: E402
+from linediff.cli import main  # noqa: E402
 
 
 def lines(*items):
@@ -113,9 +116,7 @@ class TestFailToPassApplyStandardPatches(unittest.TestCase):
 # FAIL-TO-PASS: byte-identical to GNU `diff -U<n>` on a corpus of edits.
 class TestFailToPassGnuCorpus(unittest.TestCase):
     def test_corpus(self):
-        with open(os.path.join(HERE, "gnu_corpus.json")) as f:
-            cases = json.load(f)
-        for number, case in enumerate(cases):
+        for number, case in enumerate(GNU_CORPUS):
             with self.subTest(case=number):
                 self.assertEqual(unified_diff(case["old"], case["new"], "a/f.txt", "b/f.txt",
                                               context=case["context"]), case["expected"])

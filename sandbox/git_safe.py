@@ -1,0 +1,123 @@
+"""Git that runs nothing the agent wrote: the repository's baseline as the harness records it before the agent starts,
+patch capture against that baseline in a git directory of the harness's own, and the repository's program-running
+surface (config, hooks, attributes, commondir, a planted `.git` link or file) put back as it was before the verifier.
+
+Git runs programs named by its configuration (clean, smudge and process filters, diff.external, textconv drivers,
+hooks in .git/hooks or core.hooksPath, core.fsmonitor, included config files). Capture therefore never opens the
+agent's .git as a repository: a fresh git directory made after every agent process is gone, a clean environment (no
+system or global config, no inherited GIT_* variables), and the agent's object store read as data only (alternates)
+for the baseline commit. Every script here is POSIX sh, run inside the sandbox through the protocol."""
+
+from __future__ import annotations
+
+import shlex
+
+from sandbox.protocol import GitBaseline
+
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Run in the repository's working directory by the harness before the agent starts (after leafcost's own baseline
+# commit where the image had no repository): prints `name=value` facts for `baseline_from_facts`.
+RECORD = r"""leafcost_git() { git -c safe.directory='*' "$@"; }
+echo "head=$(leafcost_git rev-parse HEAD)"
+echo "git_workdir=$(pwd -P)"
+top=$(leafcost_git rev-parse --show-toplevel) && echo "git_top=$(cd "$top" && pwd -P)"
+common=$(leafcost_git rev-parse --git-common-dir) && echo "git_dir=$(cd "$common" && pwd -P)"
+[ -f "$common/config" ] && echo "git_config=$(base64 < "$common/config" | tr -d '\n')"
+[ -f "$top/.git" ] && echo "git_link=$(base64 < "$top/.git" | tr -d '\n')"
+true"""
+
+# The patch, Leaf's way (`git add -A && git diff --cached --binary`) but against the recorded baseline commit, in a
+# git directory made now ($H), with the agent's object store as an alternate (objects are data, never run). Nothing
+# of the agent's .git/config, hooks or info/attributes is read; a `.gitattributes` in the tree names drivers that
+# no configuration defines, so they are inert. $1 top directory, $2 the repository's git directory, $3 the baseline.
+_CAPTURE = r"""T=$1 C=$2 BASE=$3
+H=$(mktemp -d /tmp/leafcost-git.XXXXXX) || exit 1
+trap 'rm -rf "$H"' EXIT
+export HOME="$H" XDG_CONFIG_HOME="$H"
+case "$(cd "$H" && pwd -P)/" in "$(cd "$T" && pwd -P)/"*) echo "/tmp lies inside the repository" >&2; exit 1;; esac
+git init -q --bare --template= "$H/git" || exit 1
+echo "$C/objects" > "$H/git/objects/info/alternates"
+export GIT_DIR="$H/git" GIT_WORK_TREE="$T"
+set -- git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.bare=false
+"$@" read-tree "$BASE" 2>/dev/null || { echo "the baseline commit $BASE is gone from $C/objects" >&2; exit 3; }
+"$@" add -A || exit 1
+"$@" diff --cached --binary --no-ext-diff --no-textconv "$BASE"
+"""
+
+# Before the verifier, as root (or the one user everything runs as), once no agent process is left (so nothing
+# races it): the repository's git surface back as it was before the agent. Paths were recorded resolved, so a
+# directory that no longer resolves to itself has a link planted on the way and is left alone (never followed).
+# $1 working directory, $2 top directory, $3 git directory, $4 a file with the config before the agent ("" for
+# none), $5 the top's `.git` file before the agent, base64 ("" when the git directory is the top's .git).
+_RESTORE = r"""W=$1 T=$2 C=$3 CFG=$4 LINK=$5
+[ -z "$CFG" ] || trap 'rm -f "$CFG"' EXIT
+same() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(cd "$1" && pwd -P)" = "$1" ]; }
+# Removed even where the agent took its own write permission away (the one-user backends are not root): modes are
+# touched only when removal failed, and a link is removed itself, never chmod'ed or followed.
+writable() { [ -w "$1" ] || chmod u+w "$1"; }
+scrub() { rm -rf "$1" 2>/dev/null || { [ -L "$1" ] || chmod -R u+w "$1" 2>/dev/null; rm -rf "$1"; }; }
+if same "$T"; then
+  writable "$T"
+  if [ -n "$LINK" ]; then
+    scrub "$T/.git" && printf %s "$LINK" | base64 -d > "$T/.git" || exit 1
+  elif [ "$C" = "$T/.git" ] && { [ -L "$T/.git" ] || { [ -e "$T/.git" ] && [ ! -d "$T/.git" ]; }; }; then
+    rm -f "$T/.git" || exit 1
+  fi
+  case "$W/" in "$T/"?*) if same "$W"; then
+    d=$W
+    while [ "$d" != "$T" ] && [ "$d" != / ]; do writable "$d"; scrub "$d/.git" || exit 1; d=$(dirname "$d"); done
+  fi;; esac
+fi
+same "$C" || exit 0
+owner=$(stat -c %u:%g "$C") && writable "$C" || exit 1
+for name in config hooks commondir config.worktree; do scrub "$C/$name" || exit 1; done
+if [ -n "$CFG" ]; then cat "$CFG" > "$C/config" || exit 1; fi
+mkdir "$C/hooks" || exit 1
+if [ -L "$C/info" ] || [ ! -d "$C/info" ]; then scrub "$C/info"
+else writable "$C/info" && scrub "$C/info/attributes"; fi || exit 1
+chown "$owner" "$C/hooks" 2>/dev/null
+[ -z "$CFG" ] || chown "$owner" "$C/config" 2>/dev/null
+exit 0
+"""
+
+# Leaf stages everything before test.sh; here in the restored repository, named explicitly (no discovery of a
+# repository the agent planted elsewhere) and only where it still resolves to itself.
+_STAGE = r"""T=$1 C=$2
+same() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(cd "$1" && pwd -P)" = "$1" ]; }
+same "$T" && same "$C" || exit 0
+GIT_DIR=$C GIT_WORK_TREE=$T git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.directory='*' add -A
+"""
+
+
+def baseline_from_facts(facts: dict[str, str], *, restore_as: str | None) -> GitBaseline | None:
+    """The baseline from RECORD's output, None where there was no repository (or no git)."""
+    commit, top, git_dir = facts.get("head", ""), facts.get("git_top", ""), facts.get("git_dir", "")
+    if not commit or not top or not git_dir:
+        return None
+    return GitBaseline(commit=commit, workdir=facts.get("git_workdir") or top, top=top, git_dir=git_dir,
+                       config_b64=facts.get("git_config") or None, link_b64=facts.get("git_link") or None,
+                       restore_as=restore_as)
+
+
+def capture_command(baseline: GitBaseline) -> str:
+    """The patch capture (stdout: the patch), in a clean environment: exit 3 when the baseline commit is gone."""
+    return _clean(_CAPTURE, baseline.top, baseline.git_dir, baseline.commit)
+
+
+def restore_command(baseline: GitBaseline, config_path: str) -> str:
+    """The restore, reading the pre-agent config from `config_path` (written there by the harness), which it
+    removes; run as `baseline.restore_as`."""
+    return _clean(_RESTORE, baseline.workdir, baseline.top, baseline.git_dir,
+                  config_path if baseline.config_b64 else "", baseline.link_b64 or "")
+
+
+def stage_command(baseline: GitBaseline) -> str:
+    """Leaf's `git add -A` before test.sh, in the restored repository (as the verifier's user, its environment)."""
+    return f"set -- {shlex.join([baseline.top, baseline.git_dir])}\n{_STAGE}"
+
+
+def _clean(script: str, *args: str) -> str:
+    """`script` with `args` as $1.., under `env -i`: no inherited variable (GIT_*, HOME, XDG_CONFIG_HOME) and no
+    system or global git config reaches it."""
+    return (f"exec env -i PATH={SAFE_PATH} LC_ALL=C HOME=/nonexistent GIT_CONFIG_NOSYSTEM=1 "
+            f"GIT_CONFIG_GLOBAL=/dev/null sh -c {shlex.quote(script)} leafcost-git {shlex.join(args)}")
