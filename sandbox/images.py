@@ -177,7 +177,7 @@ async def _named(engine: Engine, task: Task, reference: str, env: EnvironmentCon
 
 async def _built(engine: Engine, task: Task, dockerfile: Path, context: Path, prefix: str,
                  env: EnvironmentConfig) -> ResolvedImage:
-    tag = f"{prefix}/{_repository_name(task.task_id)}:{await asyncio.to_thread(_build_key, dockerfile, context)}"
+    tag = f"{prefix}/{repository_name(task.task_id)}:{await asyncio.to_thread(_build_key, dockerfile, context)}"
     async with _GUARDS.setdefault(tag, asyncio.Lock()):
         if (engine.name, tag) not in _RESOLVED:
             if not await _exists(engine, tag):
@@ -242,10 +242,24 @@ def _build_key(dockerfile: Path, context: Path) -> str:
     return digest.hexdigest()[:24]
 
 
-def _repository_name(task_id: str) -> str:
-    """A task id as an image repository name (lowercase, [a-z0-9._-] and '/')."""
-    name = re.sub(r"[^a-z0-9._/-]+", "-", task_id.lower()).strip("-./") or "task"
-    return re.sub(r"[/]+", "/", name)
+REPOSITORY_NAME_MAX = 100
+
+
+def repository_name(task_id: str) -> str:
+    """A task id as the path of the image tag leafcost builds: components of the reference grammar (lowercase
+    letters and digits, joined by one `.`, `_` or runs of `-`), at most REPOSITORY_NAME_MAX characters; a longer
+    id is cut and ends in a hash of the whole, so two ids never share a name."""
+    components = []
+    for part in task_id.lower().split("/"):
+        part = re.sub(r"[^a-z0-9._-]+", "-", part)
+        part = re.sub(r"[._-]{2,}", lambda run: run.group() if set(run.group()) == {"-"} else "-", part)
+        if part := part.strip("._-"):
+            components.append(part)
+    name = "/".join(components) or "task"
+    if len(name) > REPOSITORY_NAME_MAX:
+        digest = hashlib.sha256(task_id.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        name = f"{name[:REPOSITORY_NAME_MAX - 17].rstrip('/._-')}-{digest}"
+    return name
 
 
 def _tail(stderr: str, lines: int = 5) -> str:

@@ -23,7 +23,7 @@ from compare.validate import validate_task
 from sandbox import BuildError, SandboxOptions, open_sandbox, verify
 from sandbox.container_processes import cgroup_directory, live_processes
 from sandbox.engine import engine
-from sandbox.images import read_lock
+from sandbox.images import REPOSITORY_NAME_MAX, is_reference, read_lock, repository_name
 from sandbox.kubernetes import close_clusters
 
 REPO = Path(__file__).resolve().parents[2]
@@ -246,3 +246,17 @@ def test_a_reward_json_that_is_a_link_is_refused_on_every_backend(backend, reque
     assert grade.error == "reward_invalid" and grade.detail.startswith("reward.json unreadable: reward.json")
     assert "not a regular file" in grade.detail or "symlink; not followed" in grade.detail
 
+
+
+@pytest.mark.parametrize("task_id", ["calc", "ledger_rounding", "a..b", "a._-b", "-x-", "UPPER/Case/../dir", "é" * 10,
+                                     "t" * 250, "a/" * 130, "x" * 240 + "\udcff"])
+def test_the_tag_leafcost_builds_for_any_task_id_is_a_bounded_valid_reference(task_id):
+    """A 250-character (or odd) task folder gets an image tag podman accepts: the same task validates and runs on
+    every backend, none stops at the tag."""
+    name = repository_name(task_id)
+    assert len(name) <= REPOSITORY_NAME_MAX and is_reference(f"localhost/leafcost-env/{name}:0123abcd"), name
+
+
+def test_long_task_ids_cut_to_one_tag_length_keep_distinct_tags():
+    assert repository_name("t" * 250) != repository_name("t" * 251)
+    assert repository_name("t" * 250) == repository_name("t" * 250)
