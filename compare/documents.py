@@ -162,7 +162,7 @@ class ArmSummary(_Document):
     impossible_usage_calls: int = Field(description="calls whose answer reported impossible usage (negative, not a "
                                                     "whole number, above 2**30 tokens, a part above its whole): "
                                                     "endpoint errors (bad_response), never priced")
-    unrecorded_spend: UnrecordedSpend = Field(description="calls sent (their intent committed first) whose answer "
+    unrecorded_spend: UnrecordedSpend = Field(description="calls sent (their intent journalled first) whose answer "
                                                           "a crash kept out of the ledger: not in the totals, bounded")
     router_reported_cost_usd: float | None = Field(description="the router's own total, kept beside ours")
     lease: LeaseDetail | None = Field(description="the self-hosted arm's lease; null for other arms")

@@ -19,8 +19,8 @@ class LedgerRecorder:
     """One episode's recorder; `spend_usd` is what its calls cost in tokens (0 for lease-billed arms).
 
     Made in the task that runs the episode, it becomes that task's keeper of call intents (adapters.base
-    CALL_INTENTS) when its arm is billed per token: every request is then committed as an intent before it
-    leaves, so a call a crash loses still shows as unrecorded spend. Lease-billed arms pay no commit per call."""
+    CALL_INTENTS) when its arm is billed per token: every request is then written to the ledger's intent journal
+    before it leaves, so a call a crash loses still shows as unrecorded spend (compare.ledger.intent_journal)."""
 
     def __init__(self, ledger: Ledger, arm: ArmSpec, episode_id: str):
         self.ledger, self.arm, self.episode_id = ledger, arm, episode_id
@@ -30,7 +30,7 @@ class LedgerRecorder:
 
     async def intent(self, intent: CallIntent) -> None:
         bound, source = intent_bound(self.arm, intent)
-        await self.ledger.record_intent(self.episode_id, intent, bound_usd=bound, price_source=source)
+        self._keep(self.ledger.queue_intent(self.episode_id, intent, bound_usd=bound, price_source=source))
 
     async def model_call(self, step: int, attempt: CallAttempt) -> None:
         cost = revision = None

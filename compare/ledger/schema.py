@@ -280,9 +280,10 @@ ALTER TABLE runs_rebuilt RENAME TO runs;
                    "stopped by an error: see status_reason).",
     "runs.status_reason": "Why the run is failed or interrupted, in one line.",
 })
-# Every request to a per-token endpoint is kept here (committed) before it leaves; its model_calls row, when the
-# answer is recorded, carries the same call_key. An intent of a finished attempt without that row is a call a
-# crash lost: it may have been served and billed ("unrecorded spend"), bounded by the request's size.
+# Every request to a per-token endpoint is kept here (journalled before it leaves: ledger.intent_journal); its
+# model_calls row, when the answer is recorded, carries the same call_key. An intent of a finished attempt without
+# that row is a call a crash lost: it may have been served and billed ("unrecorded spend"), bounded by the
+# request's size.
 _CALL_INTENTS = """
 CREATE TABLE call_intents (
     call_key VARCHAR PRIMARY KEY,
@@ -304,7 +305,7 @@ CREATE TABLE call_intents (
 );
 ALTER TABLE model_calls ADD COLUMN call_key VARCHAR;
 """ + _comments_sql({
-    "call_intents": "One row per request to a per-token endpoint, committed before the request is sent. One whose "
+    "call_intents": "One row per request to a per-token endpoint, journalled before the request is sent. One whose "
                     "call_key has no model_calls row in a finished attempt was lost by a crash: unrecorded spend.",
     "call_intents.call_key": "leafcost's id of the request, sent as x-litellm-call-id (a LiteLLM proxy logs it as "
                              "litellm_call_id); the model_calls row of its answer has the same call_key.",

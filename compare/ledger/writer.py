@@ -25,6 +25,7 @@ from adapters.answers import valid_text
 from compare.ledger.batching import _Batch, _GroupCommit, _Op
 from compare.ledger.credentials import check_no_secrets, redact_secrets
 from compare.ledger.errors import LedgerBusy, LedgerError
+from compare.ledger.intent_journal import IntentJournal, journal_path, take_in
 from compare.ledger.opening import _leafcost_version, _open_writable, default_db_path
 from compare.ledger.reading import RunRecord, fetch_rows
 from compare.ledger.schema import _ARM_TOTALS_SQL, _INTERRUPT_SQL, ArmStatus, RunStatus
@@ -75,6 +76,7 @@ class Ledger:
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._episodes: dict[str, tuple[str, str]] = {}  # running here: episode_id -> (run_id, arm)
         self._held_leases: set[int] = set()  # opened through this Ledger and not closed: their owner is alive
+        self._journal: IntentJournal | None = None  # call intents, written before their request is sent
         self._ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._write_loop, name=f"ledger-writer:{path.name}", daemon=True)
 
@@ -242,16 +244,21 @@ class Ledger:
                 "cost_usd": cost_usd, "price_source": price_source, "price_revision": price_revision,
                 "request_id": attempt.request_id, "answer_truncated_chars": attempt.answer_truncated_chars})
 
-    async def record_intent(self, episode_id: str, intent: CallIntent, *, bound_usd: float | None,
-                            price_source: str | None) -> None:
-        """A request about to be sent, committed before this returns (and with it every row queued before it):
-        a crash after this point leaves the intent, so the call is never silently lost."""
+    def queue_intent(self, episode_id: str, intent: CallIntent, *, bound_usd: float | None,
+                     price_source: str | None) -> asyncio.Future[Any]:
+        """A request about to be sent: in the intent journal when this returns (a kill -9 after this point leaves
+        it, so the call is never silently lost; see intent_journal), and queued for `call_intents` like a call's
+        row (the future is that row's commit)."""
         run_id, arm = self._episode_key(episode_id)
         row = {"call_key": intent.call_key, "run_id": run_id, "arm": arm, "episode_id": episode_id,
                "attempt": intent.attempt, "model": intent.model, "sent_at": _utc(intent.sent_at),
                "request_bytes": intent.request_bytes, "max_tokens": intent.max_tokens, "bound_usd": bound_usd,
                "price_source": price_source}
-        await self._write("record_intent", lambda batch: batch.append("call_intents", row))
+        with self._lock:
+            if self._closed or self._journal is None:
+                raise LedgerError(f"{self.path}: the ledger is closed")
+            self._journal.append(row)
+        return self._submit("record_intent", lambda batch: batch.append("call_intents", row), awaited=False)
 
     async def record_reconciliation(self, call_key: str, *, spend_usd: float | None, prompt_tokens: int | None,
                                     completion_tokens: int | None, note: str) -> None:
@@ -433,6 +440,9 @@ class Ledger:
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+        if self._journal is not None:  # everything queued has committed: the journal's lines are in the ledger
+            self._journal.clear()
+            self._journal.close()
         with _OPEN_HERE_LOCK:
             _OPEN_HERE.discard(self._key)
         atexit.unregister(self.close)
@@ -493,6 +503,8 @@ class Ledger:
     def _write_loop(self) -> None:
         try:
             self._conn = _open_writable(self.path)
+            take_in(self._conn, journal_path(self.path))  # what a killed writer left only in the journal
+            self._journal = IntentJournal(journal_path(self.path))
             self._reader = self._conn.cursor()
             self._reader.execute("SET TimeZone = 'UTC'")
             engine = _GroupCommit(self._conn)

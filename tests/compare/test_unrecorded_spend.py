@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from compare.ledger import connect_read_only
+from compare.ledger.intent_journal import journal_path
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 KEY = "sk-unrecorded-spend-test-key"
@@ -134,18 +135,25 @@ def test_a_call_in_flight_at_kill_9_is_unrecorded_spend_with_its_bound_and_found
     conn = connect_read_only(db)
     try:
         [run_id] = conn.execute("SELECT run_id FROM runs").fetchone()
-        # The intent was committed before the request left; its answer never was.
-        assert conn.execute("SELECT call_key, request_bytes, max_tokens FROM call_intents").fetchall() == [
-            (call_key, request_bytes, MAX_TOKENS)]
-        assert conn.execute("SELECT count(*) FROM model_calls").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM model_calls").fetchone() == (0,)  # its answer was never recorded
     finally:
         conn.close()
+    # The intent was written to the ledger's journal before the request left.
+    [line] = [json.loads(line) for line in journal_path(db).read_text().splitlines()]
+    assert (line["call_key"], line["request_bytes"], line["max_tokens"]) == (call_key, request_bytes, MAX_TOKENS)
 
     resumed = leafcost("run", str(spec_file), "--db", str(db), "--json", "--resume", run_id)
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err
     warnings = " ".join(json.loads(out)["warnings"])
     assert "hosted: 1 call(s) sent but never recorded" in warnings and "spend log billed 1 of them" in warnings
+    # The resume took the killed process's journal into the ledger, and emptied it once its own rows committed.
+    conn = connect_read_only(db)
+    try:
+        assert conn.execute("SELECT count(*) FROM call_intents WHERE call_key = ?", [call_key]).fetchone() == (1,)
+    finally:
+        conn.close()
+    assert journal_path(db).read_bytes() == b""
     summary = leafcost("summary", run_id, "--db", str(db), "--json")
     out, err = summary.communicate(timeout=300)
     assert summary.returncode == 0, err
@@ -215,3 +223,25 @@ def test_the_bound_takes_the_dearest_rates_and_is_missing_without_a_cap():
     assert bound == pytest.approx(max(1000 * 1.25 + 100 * 6.0, 1000 * 3.0 + 100 * 5.0) / 1e6)
     assert source == "explicit"
     assert intent_bound(arm, capped.model_copy(update={"max_tokens": None})) == (None, None)
+
+
+def test_a_killed_writers_journal_is_taken_in_once_and_a_line_cut_short_is_skipped(tmp_path):
+    """What a process killed mid-write leaves: whole lines become call_intents rows when the ledger is next opened
+    for writing (once, however often the journal is read), the torn last line is skipped, and the journal empties."""
+    from compare.ledger import Ledger
+
+    db = tmp_path / "l.duckdb"
+    Ledger.open(db).close()
+    whole = {"call_key": "leafcost-1", "run_id": "r", "arm": "hosted", "episode_id": "r/hosted/t/s0/a1",
+             "attempt": 1, "model": "hosted-gpt", "sent_at": "2026-12-04T10:00:00+00:00", "request_bytes": 512,
+             "max_tokens": 64, "bound_usd": 0.5, "price_source": "spec"}
+    torn = json.dumps({**whole, "call_key": "leafcost-2"})[:40]
+    journal_path(db).write_text(json.dumps(whole) + "\n" + json.dumps(whole) + "\n" + torn)
+    Ledger.open(db).close()
+    conn = connect_read_only(db)
+    try:
+        assert conn.execute("SELECT call_key, request_bytes, max_tokens, bound_usd FROM call_intents").fetchall() == [
+            ("leafcost-1", 512, 64, 0.5)]
+    finally:
+        conn.close()
+    assert journal_path(db).read_bytes() == b""
