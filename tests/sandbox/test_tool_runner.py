@@ -488,6 +488,7 @@ def test_glob_never_walks_a_directory_symlink_out_of_its_root(tmp_path: Path, wo
 def test_glob_stops_after_its_entry_budget_and_says_so(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exponential_tree(workdir / "dag", 40)
     monkeypatch.setattr(tool_runner, "GLOB_MAX_ENTRIES", 20000)
+    monkeypatch.setattr(tool_runner, "GLOB_SECONDS", 1e9)  # only the entry budget can stop it, however loaded
     lines = glob_here(workdir, "**/*", "dag").split("\n")
     assert lines[0] == "dag/L0/leaf.txt"
     assert lines[-1] == "... search stopped after 20000 entries; results may be incomplete"
@@ -496,6 +497,7 @@ def test_glob_stops_after_its_entry_budget_and_says_so(workdir: Path, monkeypatc
 def test_glob_stops_after_its_time_budget_and_says_so(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exponential_tree(workdir / "dag", 40)
     monkeypatch.setattr(tool_runner, "GLOB_SECONDS", 0.5)
+    monkeypatch.setattr(tool_runner, "GLOB_MAX_ENTRIES", 1 << 62)  # only the clock can stop it: the tree is 2**40
     output = glob_here(workdir, "**/*.txt")
     assert output.startswith("dag/L0/leaf.txt\n")
     assert output.endswith("\n... search stopped after 0.5s; results may be incomplete")
@@ -503,6 +505,7 @@ def test_glob_stops_after_its_time_budget_and_says_so(workdir: Path, monkeypatch
 
 def test_glob_of_the_whole_filesystem_stops(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tool_runner, "GLOB_MAX_ENTRIES", 5000)
+    monkeypatch.setattr(tool_runner, "GLOB_SECONDS", 1e9)  # only the entry budget can stop it, however loaded
     output = glob_here(workdir, "**/*", "/")
     assert output.endswith("\n... search stopped after 5000 entries; results may be incomplete")
 
