@@ -416,3 +416,14 @@ def test_breakdown_stacks_the_parts_and_leaves_a_gap_for_no_total():
     assert "no total: 3 hosted calls are unpriced" in "".join(gap.itertext())
     legend = [r.get("data-part") for r in root.iter(_q("rect")) if r.get("class") == "swatch"]
     assert legend == ["tokens", "gpu", "sandbox"]
+
+
+def test_notes_name_the_figures_as_the_tables_do():
+    """A reason's note names its figure as the table's header does (Avg@k, pass@k), not as its JSON field."""
+    from reports.report import notes_of
+
+    arm = {"arm": "hosted", "avg_at_k": {"value": None, "reason": "no finished episodes"},
+           "pass_at_k": {"1": {"value": None, "reason": "no finished episodes"}},
+           "cost_per_resolved_attempt": {"value": None, "reason": "no resolved attempts"}}
+    assert notes_of({"run_status": "finished", "arms": [arm]}) == [
+        "hosted: Avg@k, pass@k 1: no finished episodes", "hosted: cost per resolved attempt: no resolved attempts"]
