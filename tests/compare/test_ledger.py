@@ -690,10 +690,14 @@ def _killed_when(script: str, path: Path, enough) -> list[str]:
             if enough(lines):
                 break
         assert enough(lines), child.stderr.read()
-        os.kill(child.pid, signal.SIGKILL)
     finally:
         child.kill()
-        rest, _ = child.communicate(timeout=30)
+    # The rest through the same buffered reader (communicate() would read the pipe beneath it and lose the part of
+    # a line the reader already holds, leaving its tail as a line of its own).
+    rest = child.stdout.read()
+    child.wait(timeout=30)
+    child.stdout.close()
+    child.stderr.close()
     assert child.returncode == -signal.SIGKILL
     return lines + rest.splitlines(keepends=True)
 
