@@ -250,7 +250,7 @@ class ContainerOpened:
         if healthcheck is not None:
             await self._wait_healthy(container, healthcheck)
         prepared = await self._root(container, PREPARE, "/", "sh", self.workdir)
-        facts = dict(line.split("=", 1) for line in prepared.stdout.splitlines() if "=" in line)
+        facts = prepared.facts()
         self.has_python = facts.get("python3") == "yes"
         self.git_baseline = baseline_from_facts(facts, restore_as="root")
         self.sandbox = await self._attach(container, self.agent_user, self.workdir)

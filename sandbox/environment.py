@@ -48,7 +48,6 @@ class BuiltEnvironment(BaseModel):
     env: dict[str, str]
     from_image: str
     ignored_instructions: list[str]
-    git_baseline: str
     git: GitBaseline | None = None  # the repository as built: what capture diffs against, what grading restores
     cache_hit: bool = False
     build_seconds: float
@@ -300,10 +299,9 @@ async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> B
         await sandbox.close()
     for name in ("tests", "solution", "logs"):  # Harbor's dirs start empty in every episode
         shutil.rmtree(root / name, ignore_errors=True)
-    facts = dict(line.split("=", 1) for line in recorded.stdout.splitlines() if "=" in line)
-    git = baseline_from_facts(facts, restore_as=None)  # one sandbox user does everything here
+    git = baseline_from_facts(recorded.facts(), restore_as=None)  # one sandbox user does everything here
     return BuiltEnvironment(key=key, root=root, workdir=plan.workdir, env=plan.env, from_image=plan.from_image,
-                            ignored_instructions=plan.ignored, git_baseline=facts.get("head", ""), git=git,
+                            ignored_instructions=plan.ignored, git=git,
                             build_seconds=time.monotonic() - started)
 
 

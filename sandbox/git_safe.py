@@ -44,14 +44,17 @@ set -- git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.bare=fals
 "$@" diff --cached --binary --no-ext-diff --no-textconv "$BASE"
 """
 
+# Whether directory $1 still is the path it was recorded as: a directory, no link, resolving to itself.
+_SAME = r"""same() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(cd "$1" && pwd -P)" = "$1" ]; }
+"""
+
 # Before the verifier, as root (or the one user everything runs as), once no agent process is left (so nothing
 # races it): the repository's git surface back as it was before the agent. Paths were recorded resolved, so a
 # directory that no longer resolves to itself has a link planted on the way and is left alone (never followed).
 # $1 working directory, $2 top directory, $3 git directory, $4 a file with the config before the agent ("" for
 # none), $5 the top's `.git` file before the agent, base64 ("" when the git directory is the top's .git).
-_RESTORE = r"""W=$1 T=$2 C=$3 CFG=$4 LINK=$5
+_RESTORE = _SAME + r"""W=$1 T=$2 C=$3 CFG=$4 LINK=$5
 [ -z "$CFG" ] || trap 'rm -f "$CFG"' EXIT
-same() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(cd "$1" && pwd -P)" = "$1" ]; }
 # Removed even where the agent took its own write permission away (the one-user backends are not root): modes are
 # touched only when removal failed, and a link is removed itself, never chmod'ed or followed.
 writable() { [ -w "$1" ] || chmod u+w "$1"; }
@@ -82,8 +85,7 @@ exit 0
 
 # Leaf stages everything before test.sh; here in the restored repository, named explicitly (no discovery of a
 # repository the agent planted elsewhere) and only where it still resolves to itself.
-_STAGE = r"""T=$1 C=$2
-same() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(cd "$1" && pwd -P)" = "$1" ]; }
+_STAGE = _SAME + r"""T=$1 C=$2
 same "$T" && same "$C" || exit 0
 GIT_DIR=$C GIT_WORK_TREE=$T git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.directory='*' add -A
 """

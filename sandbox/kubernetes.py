@@ -350,7 +350,7 @@ class PodOpened:
         environment = self.task.environment
         await self._make_pod(self.pod, self.image, self.pull_policy, environment, role="agent")
         prepared = await self._root(self.pod, _PREPARE, timeout=300)
-        facts = _facts(prepared)
+        facts = prepared.facts()
         self.has_python, self.spare = facts.get("python3") == "yes", facts.get("spare", "").strip()
         # Restored as root, or as the one non-root user a pod of this task runs everything as.
         self.git_baseline = baseline_from_facts(facts, restore_as=str(self.run_as) if self.run_as else "root")
@@ -397,7 +397,7 @@ class PodOpened:
         image, pull_policy = locked_image(self.task, self.options, kind="verifiers")
         pod = f"{self.pod}-verifier"
         await self._make_pod(pod, image, pull_policy, environment, role="verifier")
-        facts = _facts(await self._root(pod, _VERIFIER_PREPARE, timeout=300))
+        facts = (await self._root(pod, _VERIFIER_PREPARE, timeout=300)).facts()
         paths = [ARTIFACTS_DIR] + [a if isinstance(a, str) else a.source for a in self.task.config.artifacts]
         for path in dict.fromkeys(posixpath.normpath(p) for p in paths):
             await copy_artifact(self.cluster, self.pod, pod, path)
@@ -627,11 +627,6 @@ def _deadline(task: Task) -> float:
     """The most an attempt's pod can live: building, the agent, the verifier, and slack for set-up and copies."""
     config = task.config
     return task.environment.build_timeout_sec + config.agent.timeout_sec + config.verifier.timeout_sec + 600
-
-
-def _facts(prepared: ExecResult) -> dict[str, str]:
-    """The `name=value` lines a set-up script printed."""
-    return dict(line.split("=", 1) for line in prepared.stdout.splitlines() if "=" in line)
 
 
 def _workdir(environment: EnvironmentConfig) -> str:

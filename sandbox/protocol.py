@@ -38,6 +38,10 @@ class ExecResult(BaseModel):
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
+    def facts(self) -> dict[str, str]:
+        """The `name=value` lines a set-up script printed on stdout."""
+        return dict(line.split("=", 1) for line in self.stdout.splitlines() if "=" in line)
+
 
 def default_cache_dir() -> Path:
     if os.environ.get("LEAFCOST_CACHE"):
