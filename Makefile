@@ -1,10 +1,13 @@
 # leafcost: `make demo` runs the embedded comparison, `make test` runs the tests. Both install what is missing.
+# `make install` puts the `leafcost` command on PATH.
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock requirements-nodeps.lock pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
+# Where `make install` links `leafcost`: /usr/local/bin as root, else ~/.local/bin (BINDIR=DIR to choose).
+BINDIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: demo test test-fast deps system-deps clean
+.PHONY: demo test test-fast install deps system-deps clean
 
 demo: deps
 	$(VENV)/bin/leafcost demo
@@ -16,6 +19,19 @@ test: deps
 # spread over the machine's cores.
 test-fast: deps
 	$(VENV)/bin/python -m pytest -q -m "not slow" -n auto $(PYTEST_ARGS)
+
+# A link, not a copy: the command stays the virtual environment's, so `make deps` updates it in place. Running it
+# again replaces the link; a `leafcost` there that is not a link (another install) is left alone.
+install: deps
+	@target="$(CURDIR)/$(VENV)/bin/leafcost"; link="$(BINDIR)/leafcost"; \
+	if [ -e "$$link" ] && [ ! -L "$$link" ]; then \
+	  echo "$$link exists and is not a link: remove it, or choose another folder with BINDIR=DIR"; exit 1; \
+	fi; \
+	mkdir -p "$(BINDIR)" && ln -sfn "$$target" "$$link" || exit 1; \
+	echo "installed $$link -> $$target"; \
+	case ":$$PATH:" in *":$(BINDIR):"*) ;; \
+	  *) echo "$(BINDIR) is not on your PATH: add it (export PATH=\"$(BINDIR):\$$PATH\" in ~/.profile)";; \
+	esac
 
 deps: system-deps $(STAMP)
 

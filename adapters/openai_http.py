@@ -6,10 +6,12 @@ our 2-core machines (measured against the scripted server), a tenth of the harne
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import math
 import random
 import re
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -108,7 +110,9 @@ class OpenAICompatibleAdapter:
         return scrub_start(start, self.arm_secrets())
 
     def describe(self, attempt: CallAttempt, kind: str) -> str:
-        """The message of the AdapterError a failed call ends in."""
+        """The message of the AdapterError a failed call ends in (a connection error names the endpoint already)."""
+        if attempt.status == "connection_error":
+            return attempt.error or ""
         return f"{self.endpoint}: {attempt.error}"
 
     def read_answer(self, attempt: CallAttempt, headers: Any, data: dict[str, Any] | None) -> None:
@@ -142,9 +146,9 @@ class OpenAICompatibleAdapter:
     async def _list_models(self) -> list[str] | None:
         """The model ids `/models` lists, or None when the endpoint does not list them (404, 405, no list)."""
         url = self.endpoint + "/models"
-        status, text = await self.get_text(self.base_url + "/models")
+        status, text = await self.get_text(self.base_url + "/models", shown=self.endpoint)
         if status is None:
-            raise AdapterError("unreachable", f"{url}: {self.scrub(text)}")
+            raise AdapterError("unreachable", self.scrub(text))
         if status in (401, 403) or (status == 400 and REFUSED_KEY.search(text)):
             raise AdapterError("configuration", f"{url}: HTTP {status}: the endpoint refused the key (check the "
                                "key, or set the arm's api_key_env)")
@@ -157,14 +161,15 @@ class OpenAICompatibleAdapter:
         except ValueError:
             raise AdapterError("bad_response", f"{url}: not JSON: {self.scrub(text[:200])!r}") from None
 
-    async def get_text(self, url: str, timeout: float = 15.0) -> tuple[int | None, str]:
-        """(status, body) of a GET, or (None, the error) when the server could not be reached."""
+    async def get_text(self, url: str, timeout: float = 15.0, shown: str | None = None) -> tuple[int | None, str]:
+        """(status, body) of a GET, or (None, what went wrong and what to do) when the server could not be reached;
+        `shown` is how that names the URL (default: the URL, credentials redacted)."""
         try:
             async with self.session.get(self._request_url(url),
                                         timeout=aiohttp.ClientTimeout(total=timeout)) as response:
                 return response.status, await read_answer_body(response)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:  # ValueError: an unusable URL
-            return None, f"{type(exc).__name__}: {exc}"
+            return None, connection_problem(shown or redact_url(url), exc)
 
     def _request_url(self, url: str) -> Any:
         """With a key, the URL's own credentials are dropped: the bearer key is the credential (aiohttp refuses
@@ -195,7 +200,7 @@ class OpenAICompatibleAdapter:
             status_name = "cancelled" if past_deadline(deadline) else "timeout"
             return fail_attempt(attempt, clock, status_name, f"no answer within {timeout:.1f}s"), None, None
         except aiohttp.ClientError as exc:
-            return fail_attempt(attempt, clock, "connection_error", _connection_error(exc)), None, None
+            return fail_attempt(attempt, clock, "connection_error", connection_problem(self.endpoint, exc)), None, None
         except AnswerTooLarge as exc:  # never parsed: the attempt is the endpoint's error, its tokens unknown
             return fail_attempt(attempt, clock, "bad_response", str(exc)), None, None
         attempt.latency_sec = time.monotonic() - clock
@@ -457,11 +462,43 @@ def error_message(text: str) -> str:
         return text[:300]
 
 
-def _connection_error(exc: aiohttp.ClientError) -> str:
-    """aiohttp's words, and the OS error beneath them when there is one (ConnectionRefusedError, ...)."""
-    os_error = getattr(exc, "os_error", None)
-    beneath = f" ({type(os_error).__name__})" if isinstance(os_error, OSError) else ""
-    return f"{type(exc).__name__}{beneath}: {exc}"
+def connection_problem(url: str, exc: BaseException) -> str:
+    """A request to `url` that got no answer, said so that a person knows what to do (aiohttp's own words, "Cannot
+    connect to host 127.0.0.1:9 ssl:default [...]", name neither the arm's URL nor the fix). The class of failure
+    stays in the attempt's status (connection_error) and the error's kind (unreachable)."""
+    why, fix = _why_unreachable(exc)
+    lost = isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, ConnectionResetError))
+    return f"{'lost the connection to' if lost else 'cannot connect to'} {url} ({why}): {fix}"
+
+
+CHECK_BASE_URL = "check the arm's base_url"
+
+
+def _why_unreachable(exc: BaseException) -> tuple[str, str]:
+    """(what happened in a few words, what to do) for an exception of a request that got no answer."""
+    beneath = getattr(exc, "os_error", exc)  # a ClientConnectorError holds the OS error beneath it
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return "TLS failed", "check http:// or https:// in the arm's base_url, and the server's certificate"
+    if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(beneath, socket.gaierror):
+        return "no such host", "check the host name in the arm's base_url"
+    if _refused(beneath):
+        return "connection refused", f"is the server running? {CHECK_BASE_URL}"
+    if isinstance(exc, TimeoutError):
+        return "no answer in time", f"is the server up and reachable from this machine? {CHECK_BASE_URL}"
+    if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, ConnectionResetError)):
+        return "the server closed it", "is it restarting or out of memory? check its log"
+    if isinstance(exc, ValueError):  # aiohttp.InvalidURL among them
+        return "not a usable URL", CHECK_BASE_URL
+    if isinstance(beneath, OSError) and beneath.strerror:
+        return beneath.strerror.lower(), "check this machine's network and the arm's base_url"
+    return f"{type(exc).__name__}: {str(exc)[:200]}", CHECK_BASE_URL
+
+
+def _refused(error: BaseException) -> bool:
+    """Refused, also when every address of a host refused (asyncio then raises one OSError listing them all)."""
+    if isinstance(error, ConnectionRefusedError):
+        return True
+    return isinstance(error, OSError) and error.errno is None and f"[Errno {errno.ECONNREFUSED}]" in str(error)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -94,7 +94,7 @@ class RouterAdapter(OpenAICompatibleAdapter):
         return {CALL_ID_HEADER: call_key}
 
     def describe(self, attempt: CallAttempt, kind: str) -> str:
-        return f"{self.endpoint}: {attempt.error}{self._advice(attempt) if kind == 'configuration' else ''}"
+        return super().describe(attempt, kind) + (self._advice(attempt) if kind == "configuration" else "")
 
     def read_answer(self, attempt: CallAttempt, headers: Any, data: dict[str, Any] | None) -> None:
         usage = (data or {}).get("usage")
@@ -111,10 +111,10 @@ class RouterAdapter(OpenAICompatibleAdapter):
         matches its x-litellm-call-id), read with the arm's key. A router without that log (no database behind a
         LiteLLM proxy, or another router) answers an error: `entries` is then None, and `note` says why."""
         url = self.base_url.removesuffix("/v1") + "/spend/logs?" + urlencode({"request_id": call_key})
-        status, text = await self.get_text(url)
         where = redact_url(self.base_url.removesuffix("/v1")) + "/spend/logs"
+        status, text = await self.get_text(url, shown=where)
         if status is None:
-            return SpendLog(entries=None, note=self.scrub(f"{where}: {text}"))
+            return SpendLog(entries=None, note=self.scrub(text))
         if status != 200:
             return SpendLog(entries=None, note=self.scrub(f"{where}: HTTP {status}: {error_message(text)}"))
         try:
@@ -140,9 +140,9 @@ class RouterAdapter(OpenAICompatibleAdapter):
     async def _get_models(self) -> list[str] | None:
         """The model ids the router lists, or None when it does not list them (404, 405, no list)."""
         url = self.endpoint + "/models"
-        status, text = await self.get_text(self.base_url + "/models")
+        status, text = await self.get_text(self.base_url + "/models", shown=self.endpoint)
         if status is None:
-            raise AdapterError("unreachable", self.scrub(f"{url}: {text}"))
+            raise AdapterError("unreachable", self.scrub(text))
         if status in (401, 403) or _refused_key_without_db(status, text):
             raise AdapterError("configuration", f"{url}: HTTP {status}: the router refused the key "
                                f"from ${self.api_key_env} (check the key, or set the arm's api_key_env)")

@@ -1,7 +1,8 @@
 """The arm table, defined once: which figures of an arm's summary entry (compare.documents.ArmSummary) are shown,
-under what label and in what format. `leafcost summary` prints CLI_COLUMNS of it, the report (reports.report) and
-the web page (reports.web) render every column; each renderer only adds its markup, so a figure added here appears
-in all three. A column's meaning is its field's description in compare.documents."""
+under what label and in what format, how dollars are written (fmt_usd) and counts worded (counted). `leafcost summary` prints CLI_COLUMNS
+of it (CLI_WIDE_COLUMNS with --wide), the report (reports.report) and the web page (reports.web) render every
+column; each renderer only adds its markup, so a figure added here appears in all three. A column's meaning is its
+field's description in compare.documents."""
 
 from __future__ import annotations
 
@@ -67,18 +68,29 @@ class Column:
         return Cell(self.key, self.label, text, value)
 
 
-def fmt_usd(value: float | None) -> str:
-    """Dollars with enough digits to show sub-cent costs (3 significant digits below $1)."""
-    if value is None:
+def counted(n: int, noun: str) -> str:
+    """"1 seed", "3 seeds", "0 seeds": a count with its noun, plural unless it is one."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+def fmt_usd(value: float | None, signed: bool = False) -> str:
+    """Dollars, the one rule of every surface (the terminal's tables and lines, the report, the web page): "n/a"
+    for no number, "$0" for zero; below $1, three significant digits ($0.000123, $0.0125: a cost per call is often
+    a fraction of a cent); from $1, cents ($12.34); from $100, whole dollars ($1,235), thousands separated. The
+    band is chosen after rounding ($0.9996 is $1.00); a negative amount reads -$0.0125, and `signed` gives a
+    positive one its "+" (a difference, +$0.0125)."""
+    if value is None or not math.isfinite(value):
         return "n/a"
-    if value == 0:
+    sign = "-" if value < 0 else "+" if signed and value > 0 else ""
+    amount = abs(value)
+    if amount < 1:
+        amount = float(f"{amount:.3g}")  # three significant digits; the rounding may reach $1
+    if amount == 0:
         return "$0"
-    if abs(value) >= 100:
-        return f"${value:,.0f}"
-    if abs(value) >= 1:
-        return f"${value:,.2f}"
-    digits = min(10, max(2, 2 - math.floor(math.log10(abs(value)))))
-    return f"${value:.{digits}f}"
+    if amount < 1:
+        return f"{sign}${amount:.{2 - math.floor(math.log10(amount))}f}"
+    amount = round(amount, 2)
+    return f"{sign}${amount:,.0f}" if amount >= 100 else f"{sign}${amount:,.2f}"
 
 
 def fmt_pct(value: float | None) -> str:
@@ -117,9 +129,12 @@ ARM_COLUMNS: tuple[Column, ...] = (
     Column("unrecorded_bound", "unrecorded spend, at most", "unrecorded_spend.bound_usd", "usd"),
 )
 
-# What `leafcost summary` prints (a terminal is narrower than a page), in this order, a tuple sharing one column
-# ("tokens / lease / sandbox"); every other renderer shows ARM_COLUMNS
+# What `leafcost summary` and `compare` print, in this order: by default what a reader needs first, in 80 columns
+# (flagged attempts and errors are notes below the table); with --wide more, a tuple sharing one column ("tokens /
+# lease / sandbox"). Every other renderer shows ARM_COLUMNS.
 CLI_COLUMNS: tuple[str | tuple[str, ...], ...] = (
+    "arm", "resolved_attempts", "avg_at_k", "cost_per_resolved_attempt", "cost_total")
+CLI_WIDE_COLUMNS: tuple[str | tuple[str, ...], ...] = (
     "arm", "kind", "tasks_seeds", "resolved_attempts", "avg_at_k", "cost_total",
     ("cost_tokens", "cost_gpu", "cost_sandbox"), "cost_per_resolved_attempt", "cost_per_resolved_task",
     "utilization", "price_source")
@@ -136,11 +151,12 @@ def columns(keys: tuple[str, ...] | None = None) -> list[Column]:
     return [column for column in ARM_COLUMNS if column.key in keys]
 
 
-def terminal_columns() -> list[tuple[str, list[Column]]]:
-    """CLI_COLUMNS as (header, columns) in their order: the columns of a tuple share one header, " / " between."""
+def terminal_columns(wide: bool = False) -> list[tuple[str, list[Column]]]:
+    """CLI_COLUMNS (CLI_WIDE_COLUMNS when `wide`) as (header, columns) in their order: the columns of a tuple share
+    one header, " / " between."""
     by_key = {column.key: column for column in ARM_COLUMNS}
     shown = []
-    for entry in CLI_COLUMNS:
+    for entry in CLI_WIDE_COLUMNS if wide else CLI_COLUMNS:
         group = [by_key[key] for key in ((entry,) if isinstance(entry, str) else entry)]
         shown.append((" / ".join(column.short or column.label for column in group), group))
     return shown

@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from compare.cli_common import DbOption, JsonOption, fail
+from compare.cli_common import DbOption, JsonOption, OneLineUsageErrors, WideOption, fail
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=OneLineUsageErrors,
                   help="Cost per resolved coding task: self-hosted vs hosted models on the same Leaf episodes.")
 
 WorkersOption = Annotated[int, typer.Option("--workers", "-w", min=1, help="tasks run in parallel")]
@@ -79,10 +79,11 @@ def validate(
     backend: BackendOption = "local",
     images: ImagesOption = None,
     kube_namespace: KubeNamespaceOption = "default",
+    wide: WideOption = False,
 ) -> None:
     """Prove every task solvable (oracle resolves) and not solved by doing nothing (empty run fails)."""
     options = sandbox_options(base_root, bind_ro, unsafe_no_isolation, backend, images, kube_namespace)
-    report = _validate(suite, workers, swebench_images(swebench_namespace, swebench_tag), options, as_json)
+    report = _validate(suite, workers, swebench_images(swebench_namespace, swebench_tag), options, as_json, wide)
     raise typer.Exit(0 if report.invalid == 0 else 1)
 
 
@@ -98,6 +99,7 @@ def run(
     strict_grading: Annotated[bool, typer.Option(
         "--strict-grading", help="this run's figures count a resolved attempt whose patch touches the test harness "
                                  "(conftest.py, pytest settings, the graded tests...) as not resolved")] = False,
+    wide: WideOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Run every arm of SPEC.yaml on the same episodes, recording every call in the ledger."""
@@ -108,16 +110,18 @@ def run(
     except SpecError as exc:
         fail(str(exc), 2)
     summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}",
-                        serve_port=serve_port, strict_grading=strict_grading)
+                        serve_port=serve_port, strict_grading=strict_grading, wide=wide)
     raise typer.Exit(0 if summary.status == "finished" else 1)
 
 
 def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun: str,
-              skip_arms: dict[str, str] | None = None, serve_port: int | None = None, strict_grading: bool = False):
+              skip_arms: dict[str, str] | None = None, serve_port: int | None = None, strict_grading: bool = False,
+              wide: bool = False):
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    from compare.ledger import Ledger, default_db_path
+    from compare.cli_common import progress_bars
+    from compare.ledger import Ledger, LedgerError, default_db_path
     from compare.runner import Runner, RunError
 
     db_path = Path(db or default_db_path())
@@ -125,10 +129,13 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
     columns = (TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}  "
                           "spend ${task.fields[spend]:.4f}"), TimeElapsedColumn())
-    ledger = Ledger.open(db_path)
+    try:
+        ledger = Ledger.open(db_path)
+    except LedgerError as exc:  # not a ledger, or another process holds it
+        fail(str(exc), 2)
     server = _serve_during_run(ledger, serve_port) if serve_port else None
     try:
-        with Progress(*columns, console=err, transient=as_json) as progress:
+        with progress_bars(*columns, console=err, transient=as_json) as progress:
             bars: dict[str, int] = {}
 
             def show(arm) -> None:
@@ -155,7 +162,7 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
     if as_json:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
-        _print_run_summary(summary)
+        _print_run_summary(summary, wide)
     return summary
 
 
@@ -176,23 +183,31 @@ def _serve_during_run(ledger, port: int):
     return server
 
 
-def _print_run_summary(summary) -> None:
-    from rich.console import Console
+def _print_run_summary(summary, wide: bool = False) -> None:
+    """One row per arm; an arm's status and its reason are a column with --wide, else a line below the table (a
+    reason is a sentence, too long for a column in 80)."""
     from rich.table import Table
 
-    from compare.display import shown
+    from compare.arm_table import fmt_usd
+    from compare.display import shown, terminal
 
     table = Table(title=f"leafcost run {summary.run_id} ({summary.status})")
-    for column in ("arm", "episodes", "resolved", "errors", "spend USD", "note"):
+    for column in ("arm", "episodes", "resolved", "errors", "spend") + (("note",) if wide else ()):
         table.add_column(column, overflow="fold")
+    notes = []
     for arm in summary.arms:
-        table.add_row(arm.arm, f"{arm.done}/{arm.total}", str(arm.resolved), str(arm.errors),
-                      f"{arm.spend_usd:.4f}", shown(arm.status_reason or ("" if arm.status == "ready" else arm.status)))
-    console = Console(width=max(120, Console().width))
+        note = shown(arm.status_reason or ("" if arm.status == "ready" else arm.status))
+        table.add_row(shown(arm.arm), f"{arm.done}/{arm.total}", str(arm.resolved), str(arm.errors),
+                      fmt_usd(arm.spend_usd), *((note,) if wide else ()))
+        if note and not wide and not any(arm.status_reason in warning for warning in summary.warnings):
+            notes.append(f"{shown(arm.arm)}: {note}")  # unless a warning below says it already
+    console = terminal()
     console.print(table)
+    for note in notes:
+        console.print(note)
     for warning in summary.warnings:
         console.print(f"[yellow]warning:[/yellow] {shown(warning)}")  # quotes tasks, endpoints and models
-    console.print(f"ledger: {shown(summary.db)}   trajectories: {shown(summary.trajectories)}")
+    console.print(f"ledger: {shown(summary.db)}\ntrajectories: {shown(summary.trajectories)}")
 
 
 @app.command()
@@ -204,6 +219,7 @@ def demo(
                               "of a local model, priced at gpt-5-mini's list prices), its reported cost reconciled "
                               "with ours")] = False,
     db: DbOption = None,
+    wide: WideOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """The embedded default: the built-in suite with the oracle, a real local CPU model, and a hosted arm when
@@ -212,12 +228,13 @@ def demo(
 
     from adapters.litellm_proxy import ProxyError
     from adapters.local_server import LocalModelError
-    from compare.demo import demo_spec, local_router
+    from compare.demo import demo_spec, leafcost_program, local_router, next_steps
 
     try:
         spec, skipped = demo_spec(with_router=with_router)
     except ValueError as exc:
         fail(str(exc), 2)
+    program, not_on_path = leafcost_program()  # `make demo` leaves leafcost in .venv/bin/: say how to type it
     router = nullcontext()
     if with_router:
         if not as_json:
@@ -226,13 +243,16 @@ def demo(
     try:
         with router:
             summary = _run_spec(spec, db, resume=resume, as_json=as_json,
-                                rerun="leafcost demo" + (" --with-router" if with_router else ""), skip_arms=skipped)
+                                rerun=f"{program} demo" + (" --with-router" if with_router else ""), skip_arms=skipped,
+                                wide=wide)
     except (ProxyError, LocalModelError) as exc:  # the router did not start: nothing ran yet
         fail(f"the local router for --with-router did not start: {exc}", 2)
     if not as_json:
         from compare.cli_results import print_run_figures
 
-        print_run_figures(summary.db, summary.run_id)
+        print_run_figures(summary.db, summary.run_id, wide, program=program)
+        for line in [*next_steps(summary.run_id, summary.db, program), *filter(None, [not_on_path])]:
+            typer.echo(line)
     raise typer.Exit(0 if summary.status == "finished" else 1)
 
 
@@ -262,17 +282,20 @@ def sglang_command(
     typer.echo(launch_command_text(model_path=model_path, port=port, tp=tp, context_length=context_length))
 
 
+SGLANG_IMAGE_HELP = ("the SGLang server image to deploy, pinned to a release or a digest, e.g. "
+                     "lmsysorg/sglang:v0.5.11-cu129")
+
+
 @sglang_app.command("manifest")
 def sglang_manifest(
-    image: Annotated[str, typer.Option(help="the SGLang image to run, pinned to a release or a digest, e.g. "
-                                            "lmsysorg/sglang:v0.5.11-cu129")],
+    image: Annotated[str | None, typer.Option(help=f"required: {SGLANG_IMAGE_HELP}", show_default=False)] = None,
     name: Annotated[str, typer.Option(help="the Deployment and Service name (an arm's gpu.from_deployment)")] =
     "frognano",
     namespace: str = "default",
     weights_claim: Annotated[str, typer.Option(help="the PersistentVolumeClaim holding the weights, mounted "
                                                     "read-only at /models")] = "frognano-weights",
     model_path: Annotated[str, typer.Option(help="the weights inside the container")] = "/models/FrogNano-4B-2609",
-    gpus: Annotated[int, typer.Option(min=1, help="GPUs (the tensor-parallel size)")] = 1,
+    gpus: Annotated[int, typer.Option(help="GPUs (the tensor-parallel size), at least 1")] = 1,
     gpu_type: Annotated[str | None, typer.Option(help="the nodes' nvidia.com/gpu.product label, e.g. "
                                                       "NVIDIA-H200")] = None,
     port: int = 30000,
@@ -281,6 +304,12 @@ def sglang_manifest(
 ) -> None:
     """Print a Deployment and Service that run FrogNano on SGLang in a cluster, with `sglang command`'s launch."""
     from adapters.sglang_manifest import sglang_manifests
+
+    # Checked here, not by typer: its usage box is not the one `leafcost:` line every other mistake gets.
+    if not image:
+        fail(f"sglang manifest needs --image: {SGLANG_IMAGE_HELP}", 2)
+    if gpus < 1:
+        fail(f"--gpus {gpus}: the tensor-parallel size is at least 1", 2)
 
     _print_manifests(sglang_manifests(name=name, namespace=namespace, image=image, model_path=model_path,
                                       weights_claim=weights_claim, gpus=gpus, gpu_type=gpu_type, port=port,
@@ -298,10 +327,10 @@ def kubernetes_rbac(
     as_json: JsonOption = False,
 ) -> None:
     """Print the runner's ServiceAccount, Role and RoleBinding (the least it needs, in one namespace) and the
-    namespace's deny-all NetworkPolicy for tasks without network."""
-    from sandbox.kube_manifests import deny_network_policy, runner_rbac
+    namespace's NetworkPolicies (deny-all for tasks without network, outside-only for SWE-bench verifiers)."""
+    from sandbox.kube_manifests import network_policies, runner_rbac
 
-    _print_manifests([*runner_rbac(namespace), deny_network_policy(namespace)], as_json)
+    _print_manifests([*runner_rbac(namespace), *network_policies(namespace)], as_json)
 
 
 def _print_manifests(manifests: list[dict], as_json: bool) -> None:
@@ -326,6 +355,7 @@ def images_lock(
     as_json: JsonOption = False,
 ) -> None:
     """Build or pull every task's image and pin each to its image ID; a run spec requires it with `images:`."""
+    from compare.arm_table import counted
     from compare.display import clean
     from sandbox import SuiteError, load_suite
     from sandbox.engine import engine as container_engine
@@ -354,10 +384,10 @@ def images_lock(
     if as_json:
         sys.stdout.write(json.dumps({"lock": str(output), "tasks": rows, "errors": failures}, indent=2) + "\n")
     else:
-        for failure in failures:
-            typer.echo(f"leafcost: {clean(failure)}", err=True)
+        for error in suite_tasks.errors:  # a task's build or pull failure was printed as its line above
+            typer.echo(f"leafcost: {clean(f'{error.task_id}: {error.error}')}", err=True)
         typer.echo(f"wrote {output}: {sum(1 for row in rows if not row['error'])} of "
-                   f"{len(suite_tasks.tasks) + len(suite_tasks.errors)} tasks locked")
+                   f"{counted(len(suite_tasks.tasks) + len(suite_tasks.errors), 'task')} locked")
     raise typer.Exit(1 if failures else 0)
 
 
@@ -374,7 +404,7 @@ def swebench_images(namespace: str | None, tag: str | None):
         fail(f"--swebench-{first['loc'][0]} {first['input']!r}: {first['msg']}", 2)
 
 
-def _validate(suite_name: str, workers: int, images, options, as_json: bool):
+def _validate(suite_name: str, workers: int, images, options, as_json: bool, wide: bool = False):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -406,28 +436,33 @@ def _validate(suite_name: str, workers: int, images, options, as_json: bool):
     if as_json:
         sys.stdout.write(json.dumps(report.model_dump(), indent=2) + "\n")
     else:
-        _print_table(report, unsafe=options.unsafe_no_isolation)
+        _print_table(report, unsafe=options.unsafe_no_isolation, wide=wide)
     return report
 
 
-def _print_table(report, unsafe: bool) -> None:
-    from rich.console import Console
+def _print_table(report, unsafe: bool, wide: bool = False) -> None:
+    """One row per task; its seconds and error are columns with --wide, else the errors follow the table, one
+    task each (the verifier's last lines are too long for a column in 80)."""
     from rich.table import Table
 
-    from compare.display import shown
+    from compare.display import shown, terminal
 
     def verdict(value: bool | None) -> str:
         return {True: "resolved", False: "not resolved", None: "-"}[value]
 
     title = "leafcost validate" + (" \\[UNSAFE: no isolation]" if unsafe else "")
     table = Table(title=title)
-    for column in ("task", "oracle", "empty run", "valid", "seconds", "error"):
+    for column in ("task", "oracle", "empty run", "valid") + (("seconds", "error") if wide else ()):
         table.add_column(column, overflow="fold")
     for task in report.tasks:
         table.add_row(shown(task.task_id), verdict(task.oracle_resolved), verdict(task.empty_resolved),
-                      "yes" if task.valid else "NO", f"{task.seconds:.1f}", shown(task.error or ""))
-    console = Console(width=max(120, Console().width))
+                      "yes" if task.valid else "NO",
+                      *((f"{task.seconds:.1f}", shown(task.error or "")) if wide else ()))
+    console = terminal()
     console.print(table)
+    for task in report.tasks if not wide else ():
+        if task.error:
+            console.print(shown(f"{task.task_id}: {task.error}"))
     console.print(f"valid: {report.valid}  invalid: {report.invalid}")
 
 

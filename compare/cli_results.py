@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from compare.cli_common import DbOption, JsonOption, fail
+from compare.arm_table import counted
+from compare.cli_common import DbOption, JsonOption, WideOption, fail
 
 ResamplesOption = Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples over tasks")]
 SeedOption = Annotated[int, typer.Option("--seed", help="bootstrap seed (same seed, same intervals)")]
@@ -30,6 +31,7 @@ def summary(
     resamples: ResamplesOption = 2000,
     seed: SeedOption = 20261202,
     strict_grading: StrictOption = False,
+    wide: WideOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Per arm: resolve rates (Avg@k, pass@k, pass^k) with 95 % CIs, the full cost split into tokens, GPU and
@@ -41,7 +43,7 @@ def summary(
     else:
         document = _with_connection(db, lambda conn: summarize(conn, run_id, resamples=resamples, seed=seed,
                                                                strict=strict_grading or None))
-    _emit(document, as_json, _print_summary)
+    _emit(document, as_json, lambda shown: _print_summary(shown, wide=wide))
 
 
 def compare(
@@ -52,6 +54,7 @@ def compare(
         "--allow-mismatch", help="compare arms that differ in tasks, seeds, temperature or sandbox")] = False,
     resamples: ResamplesOption = 2000,
     seed: SeedOption = 20261202,
+    wide: WideOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Two arms on their shared tasks: the fairness verdict, paired bootstrap differences of resolve rate and
@@ -64,7 +67,7 @@ def compare(
     document = _with_connection(db, lambda conn: compare_arms(conn, run_id, names[0], names[1],
                                                               allow_mismatch=allow_mismatch, resamples=resamples,
                                                               seed=seed))
-    _emit(document, as_json, _print_compare)
+    _emit(document, as_json, lambda shown: _print_compare(shown, wide=wide))
 
 
 def breakeven(
@@ -94,6 +97,7 @@ def reprice(
     db: DbOption = None,
     resamples: ResamplesOption = 2000,
     seed: SeedOption = 20261202,
+    wide: WideOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Recompute every cost of a run under other prices (the recorded facts stay as they are) and store the
@@ -121,16 +125,18 @@ def reprice(
         fail(str(exc), 2)
     finally:
         ledger.close()
-    _emit(document, as_json, _print_summary)
+    _emit(document, as_json, lambda shown: _print_summary(shown, wide=wide))
 
 
-def print_run_figures(db: Path | str, run_id: str) -> None:
-    """The summary table of a run that just finished (what `leafcost demo` ends with)."""
+def print_run_figures(db: Path | str, run_id: str, wide: bool = False, program: str = "leafcost") -> None:
+    """The summary table of a run that just finished (what `leafcost demo` ends with); `program` is how to type
+    leafcost here (compare.demo.leafcost_program)."""
+    from compare.display import shown, terminal
     from compare.summary import summarize
 
-    _print_summary(_with_connection(Path(db), lambda conn: summarize(conn, run_id)))
-    typer.echo(f"all figures: leafcost summary {run_id} --db {db} [--json]; "
-               f"leafcost compare {run_id} --arms A,B --db {db}")
+    _print_summary(_with_connection(Path(db), lambda conn: summarize(conn, run_id)), wide=wide)
+    terminal().print(shown(f"all figures: {program} summary {run_id} --db {db} [--wide] [--json]\n"
+                           f"two arms: {program} compare {run_id} --arms A,B --db {db}"))
 
 
 def _with_connection(db: Path | None, compute) -> dict[str, Any]:
@@ -171,55 +177,51 @@ def _emit(document: dict[str, Any], as_json: bool, printer) -> None:
         printer(document)
 
 
-def _money(value: float | None) -> str:
-    return "n/a" if value is None else f"${value:,.4f}"
-
-
-def _console(table=None):
-    """At least 140 columns (output piped to a file or a pager is not cut at 80), and as wide as a table's figures
-    need unwrapped (up to 240): rich would otherwise fold a number in the middle."""
-    from rich.console import Console
-    from rich.measure import Measurement
-
-    console = Console(width=max(140, Console().width))
-    if table is not None:
-        natural = Measurement.get(console, console.options.update(width=10_000), table).maximum
-        console.width = max(console.width, min(natural, 240))
-    return console
-
-
-def _print_summary(document: dict[str, Any]) -> None:
+def _print_summary(document: dict[str, Any], wide: bool = False, title: str | None = None) -> None:
     from rich.table import Table
 
     from compare.arm_table import flagged_notes, terminal_columns
+    from compare.display import shown as safe  # notes quote endpoints' errors, task ids and patch paths
+    from compare.display import terminal
     from compare.reconcile import unrecorded_note
 
-    title = f"leafcost summary {document['run_id']}" + (f" (scenario {document['scenario']})"
-                                                        if document.get("scenario") else "")
-    table = Table(title=title)
-    shown = terminal_columns()
-    rows = [[" / ".join(_terminal_text(column.cell(arm)) for column in group) for _, group in shown]
-            for arm in document["arms"]]
+    title = title or f"leafcost summary {document['run_id']}"
+    table = Table(title=safe(title + (f" (scenario {document['scenario']})" if document.get("scenario") else "")))
+    shown = terminal_columns(wide)
+    keys = {column.key for _, group in shown for column in group}
     for header, _ in shown:
         table.add_column(header, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    notes = []
+    for arm in document["arms"]:
+        # escaped: an interval "[no CI]" is text, not a Rich style (which printed nothing), as are arm names
+        table.add_row(*[safe(" / ".join(_terminal_text(column.cell(arm)) for column in group)) for _, group in shown])
+    reasons: dict[str, list[str]] = {}  # one line per reason, naming every arm it applies to
     for arm in document["arms"]:
         for key in ("cost_per_resolved_attempt", "cost_per_resolved_task", "avg_at_k"):
-            if arm[key].get("reason"):
-                notes.append(f"{arm['arm']}: {key.replace('_', ' ')}: {arm[key]['reason']}")
+            if key in keys and arm[key].get("reason"):  # the reason of a figure the table shows
+                reasons.setdefault(f"{key.replace('_', ' ')}: {arm[key]['reason']}", []).append(arm["arm"])
+    notes = [f"{', '.join(arms)}: {reason}" for reason, arms in reasons.items()]
+    for arm in document["arms"]:
         if arm["status"] == "skipped":
             notes.append(f"{arm['arm']}: skipped: {arm['status_reason']}")
         notes += flagged_notes(arm)
+        if (errors := _error_note(arm)) is not None:
+            notes.append(errors)
         if (lost := unrecorded_note(arm["arm"], arm.get("unrecorded_spend") or {})) is not None:
             notes.append(lost)
-    console = _console(table)
+    console = terminal()
     console.print(table)
-    from compare.display import shown as safe  # notes quote endpoints' errors, task ids and patch paths
-
     for note in notes:
         console.print(f"[dim]{safe(note)}[/dim]")
+
+
+def _error_note(arm: dict[str, Any]) -> str | None:
+    """The shares of an arm's final attempts lost to errors, when any were (no column shows them)."""
+    from compare.arm_table import fmt_pct
+
+    parts = [f"{fmt_pct(arm.get(key))} {label}" for key, label in (
+        ("harness_error_rate", "harness errors"), ("infra_error_rate", "infra errors"),
+        ("grading_error_rate", "without a verdict (grading errors, left out of the resolve rates)")) if arm.get(key)]
+    return f"{arm['arm']}: of its final attempts, " + ", ".join(parts) if parts else None
 
 
 def _terminal_text(cell) -> str:
@@ -227,53 +229,66 @@ def _terminal_text(cell) -> str:
     return f"{cell.text}\n{cell.ci_text}" if cell.ci_text else cell.text
 
 
-def _print_compare(document: dict[str, Any]) -> None:
-    _print_summary({"run_id": document["run_id"], "scenario": document.get("scenario"),
-                    "arms": document["summaries"]})
-    console = _console()
+def _print_compare(document: dict[str, Any], wide: bool = False) -> None:
+    from compare.display import shown, terminal
+
     a, b = document["arms"]
-    verdict = "comparable" if document["comparable"] else "NOT comparable: " + "; ".join(document["differences"])
-    console.print(f"{a} vs {b} on {document['shared_tasks']} shared tasks: {verdict}")
-    rate = document["resolve_rate_difference"]
-    console.print(f"  resolve rate, {a} − {b}: {_signed(rate, pct=True)}")
+    _print_summary({"run_id": document["run_id"], "scenario": document.get("scenario"),
+                    "arms": document["summaries"]}, wide=wide,
+                   title=f"leafcost compare {document['run_id']}: {a} vs {b}")
+    lines = [f"{a} vs {b} on {counted(document['shared_tasks'], 'shared task')}: "
+             + ("comparable" if document["comparable"] else "NOT comparable: " + "; ".join(document["differences"])),
+             f"  resolve rate, {a} − {b}: {_signed(document['resolve_rate_difference'], pct=True)}"]
     for key, label in (("cost_per_resolved_attempt_difference", "cost per resolved attempt"),
                        ("cost_per_resolved_task_difference", "cost per resolved task")):
-        console.print(f"  {label}, {a} − {b}: {_signed(document[key])}")
+        lines.append(f"  {label}, {a} − {b}: {_signed(document[key])}")
     if document.get("mcnemar"):
         m = document["mcnemar"]
-        console.print(f"  McNemar (one seed): {a} only {m['a_only']}, {b} only {m['b_only']}, "
-                      f"p = {m['p_value']:.3g}")
+        lines.append(f"  McNemar (one seed): {a} only {m['a_only']}, {b} only {m['b_only']}, p = {m['p_value']:.3g}")
+    console = terminal()
+    for line in lines:  # they quote arm names and reasons ("[lower, ∞)"): text, not markup
+        console.print(shown(line))
     if document.get("breakeven"):
         _print_breakeven(document["breakeven"])
 
 
 def _signed(entry: dict[str, Any], pct: bool = False) -> str:
+    """A difference with its interval, and its reason on the line below (a terminal is narrow)."""
+    reason = f"\n    ({entry['reason']})" if entry.get("reason") else ""
     if entry.get("value") is None:
-        return f"n/a ({entry.get('reason')})"
-    from compare.arm_table import interval_text
+        return "n/a" + reason
+    from compare.arm_table import fmt_usd, interval_text
 
-    fmt = (lambda v: f"{v:+.1%}") if pct else (lambda v: f"{v:+,.4f} $")
+    fmt = (lambda v: f"{v:+.1%}") if pct else (lambda v: fmt_usd(v, signed=True))
     ci = entry.get("ci95")
     # a one-sided interval shows its open side as infinity, and the reason says why
-    shown = fmt(entry["value"]) + (f" {interval_text(ci, fmt)}" if ci else "")
-    return shown + (f" ({entry['reason']})" if entry.get("reason") else "")
+    return fmt(entry["value"]) + (f" {interval_text(ci, fmt)}" if ci else "") + reason
 
 
 def _print_breakeven(document: dict[str, Any]) -> None:
-    console = _console()
+    from rich.table import Table
+
+    from compare.arm_table import fmt_usd
+    from compare.display import shown, terminal
+
+    console = terminal()
     head = f"break-even {document['self_hosted']} (self-hosted) vs {document['hosted']} (hosted)"
     if document.get("reason") and document.get("gpu_usd_per_hour") is None and not document.get("grid"):
-        console.print(f"{head}: {document['reason']}")
+        console.print(shown(f"{head}: {document['reason']}"))
         return
-    console.print(head)
+    console.print(shown(head))
     for key, label in (("gpu_usd_per_hour", "GPU price ($/GPU-hour) at the measured utilization"),
                        ("utilization", "utilization needed at the lease's price"),
                        ("monthly_attempts", "attempts per month for an always-on lease")):
         value = document.get(key)
-        shown = "n/a" if value is None else (f"{value:.1%}" if key == "utilization" else f"{value:,.2f}")
-        console.print(f"  {label}: {shown}" + (f" ({document[key + '_reason']})" if document.get(key + "_reason")
-                                                else ""))
-    for row in document.get("grid", []):
-        cost = row["self_hosted_cost_per_resolved_attempt"]
-        console.print(f"  {row['gpu']} {row['level']:>7} ${row['gpu_usd_per_hour']:.2f}: "
-                      f"{_money(cost)} per resolved attempt, break-even utilization {row['breakeven_utilization']:.1%}")
+        figure = ("n/a" if value is None else f"{value:.1%}" if key == "utilization"
+                  else fmt_usd(value) if key == "gpu_usd_per_hour" else f"{value:,.2f}")
+        reason = document.get(key + "_reason")
+        console.print(shown(f"  {label}: {figure}" + (f" ({reason})" if reason else "")))
+    if not document.get("grid"):
+        return
+    grid = Table("GPU", "$/GPU-hour", "self-hosted cost per resolved attempt", "break-even utilization")
+    for row in document["grid"]:
+        grid.add_row(shown(f"{row['gpu']} {row['level']}"), fmt_usd(row["gpu_usd_per_hour"]),
+                     fmt_usd(row["self_hosted_cost_per_resolved_attempt"]), f"{row['breakeven_utilization']:.1%}")
+    console.print(grid)

@@ -3,13 +3,17 @@ sandboxes with three arms: `oracle` (the reference solutions, proving the harnes
 135M model served on this CPU, the self-hosted arm) and `hosted` (a router model, when a key is set).
 With `--with-router`, a fourth arm `router-smol` goes through a real router on this machine: litellm's proxy
 in front of a second local model server, priced at a hosted model's list prices, so the router's reported cost
-can be reconciled with ours without any account anywhere."""
+can be reconciled with ours without any account anywhere. And the next steps the demo prints, typed as they run
+on this machine (`.venv/bin/leafcost` until `make install` puts `leafcost` on PATH)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from compare.pricing import PER_MILLION, litellm_prices, litellm_revision
@@ -51,6 +55,38 @@ def demo_spec(environ: Mapping[str, str] = os.environ, *, with_router: bool = Fa
         skipped["hosted"] = (f"no router key: set {ROUTER_KEY_ENV} (and optionally {ROUTER_URL_ENV}, default "
                              f"{DEFAULT_ROUTER_URL}, and {ROUTER_MODEL_ENV}, default {DEFAULT_ROUTER_MODEL})")
     return spec, skipped
+
+
+def leafcost_program(environ: Mapping[str, str] = os.environ, *, this: Path | None = None,
+                     cwd: Path | None = None) -> tuple[str, str | None]:
+    """How to type this leafcost in the demo's next steps, and advice when plain `leafcost` would not run it:
+    `make demo` installs the command in .venv/bin/, which is on no one's PATH until `make install`. `this` is
+    the running command (default: the `leafcost` beside this Python)."""
+    this = this or Path(sys.executable).with_name("leafcost")
+    if not this.is_file():  # not run from an installed command (python -m ...): nothing better to show
+        return "leafcost", None
+    found = shutil.which("leafcost", path=environ.get("PATH", os.defpath))
+    if found is not None and Path(found).resolve() == this.resolve():
+        return "leafcost", None
+    shown = _as_typed(this, cwd or Path.cwd())
+    if found is None:
+        return shown, f"leafcost is not on your PATH: run `make install` or use {shown}"
+    return shown, f"the leafcost on your PATH is {found}, not this one: run `make install` or use {shown}"
+
+
+def next_steps(run_id: str, db: str, program: str = "leafcost") -> list[str]:
+    """What to type after the demo to look at its run, with `program` as `leafcost_program` gives it."""
+    return [f"the run's page: {program} serve --db {db}   (then open http://127.0.0.1:8000/)",
+            f"its report files: {program} report {run_id} --db {db} --out report"]
+
+
+def _as_typed(path: Path, cwd: Path) -> str:
+    """A path to type in `cwd`: relative when inside it (.venv/bin/leafcost), else absolute."""
+    absolute = path.absolute()
+    if not absolute.is_relative_to(cwd):
+        return str(absolute)
+    relative = str(absolute.relative_to(cwd))
+    return relative if os.sep in relative else f".{os.sep}{relative}"  # a bare name would be looked up on PATH
 
 
 def local_router_port(environ: Mapping[str, str]) -> int:

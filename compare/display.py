@@ -1,7 +1,8 @@
 """Text that came from a task, a model, an endpoint or a log, made safe to show: `shown` for Rich (tables,
 progress bars, console.print), `clean` for plain lines (typer.echo). Every CLI message that quotes such text goes
 through one of them: an escape sequence never reaches the terminal, and Rich never reads a task's `[/--/]` as
-markup (which crashed `validate` with MarkupError on real SWE-bench test ids)."""
+markup (which crashed `validate` with MarkupError on real SWE-bench test ids). `terminal` is the console every
+table is printed on."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ def shown(text: object) -> str:
     from rich.markup import escape  # Rich is imported where output is made, never at CLI start
 
     return escape(clean(text))
+
+
+def terminal():
+    """A Rich console exactly as wide as the terminal ($COLUMNS when set, else 80 when there is no terminal):
+    a table narrower than its figures wraps its cells and never runs past the edge."""
+    from rich.console import Console
+
+    return Console()
 
 
 def _visible(match: re.Match[str]) -> str:

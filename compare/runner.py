@@ -99,7 +99,7 @@ class Runner:
                                       extra_ro_binds=spec.sandbox.bind_ro,
                                       unsafe_no_isolation=spec.sandbox.unsafe_no_isolation,
                                       images_lock=Path(spec.sandbox.images) if spec.sandbox.images else None,
-                                      **_kube_options(spec))
+                                      verifier_network=spec.sandbox.verifier_network, **_kube_options(spec))
         self.trajectory_dir = trajectories_root(self.db_path) / self.run_id
         self.progress: dict[str, ArmProgress] = {}
         self.warnings: list[str] = []

@@ -17,7 +17,7 @@ from compare.arms import (ARM_NAME, ARM_TAGS, MAX_USD_PER_HOUR, MAX_USD_PER_MTOK
                           Arm, GpuLeaseSpec, LocalArm, OracleArm, Prices, PriceTier, RouterArm, Sampling, SglangArm,
                           StrictModel)
 from compare.budgets import Budgets  # noqa: F401 - the spec's budgets, also read as compare.spec.Budgets
-from sandbox import SWEBenchImages
+from sandbox import BackendName, SWEBenchImages
 
 # Upper bounds far above any real plan (the arms' price bounds are with the arms): a typo, not a plan.
 INT64 = 2**63 - 1
@@ -39,7 +39,7 @@ class KubernetesConfig(StrictModel):
 
 
 class SandboxConfig(StrictModel):
-    backend: Literal["local", "podman", "docker", "kubernetes"] = Field(
+    backend: BackendName = Field(
         "local", description="local: bubblewrap over this host; podman or docker: each task's own container image; "
         "kubernetes: the same images by digest, one pod per attempt")
     base_root: str = "host"
@@ -48,6 +48,9 @@ class SandboxConfig(StrictModel):
     images: str | None = Field(None, description="an image lock file (`leafcost images lock`) every task's image "
                                "must match, by digest")
     kubernetes: KubernetesConfig | None = None
+    verifier_network: Literal["swebench", "none"] = Field(
+        "swebench", description="SWE-bench instances: 'swebench' grades with network as SWE-bench's harness does "
+        "(the internet, never this host's or a private address), 'none' grades offline")
     # Harbor's job-config overrides of every task's [environment]: the same for every arm, so in the spec hash.
     override_cpus: float | None = Field(None, gt=0, le=1024, description="every task's cpus instead of its own")
     override_memory_mb: int | None = Field(None, gt=0, le=16 << 20, description="every task's memory_mb instead "
@@ -171,10 +174,32 @@ def read_yaml(path: Path | str) -> Any:
     path = Path(path)
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such file: check the path") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: a directory, not a file: name the YAML file") from None
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}): give the YAML file itself") from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from None
+        raise SpecError(f"{path}{yaml_problem(exc)}: fix the YAML") from None
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """` line L, column C: what is wrong`, one line (PyYAML's own text spans six, about a `<unicode string>`)."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if "'\\t'" in problem:
+        problem = "a tab (YAML indents with spaces only)"
+    context, opened = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and opened is not None:
+        problem += f" ({context} opened at {_line_column(opened)})"
+    mark = getattr(exc, "problem_mark", None)
+    return f"{' ' + _line_column(mark) if mark is not None else ''}: {problem}"
+
+
+def _line_column(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}"  # PyYAML counts from 0, editors from 1
 
 
 def parse_run_spec(raw: Any, source: str = "spec") -> RunSpec:
@@ -234,11 +259,20 @@ def describe_validation_error(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
         loc = [str(part) for part in error["loc"] if part not in ARM_TAGS]
-        where = ".".join(loc) or "(top level)"
         message = error["msg"]
+        if error["type"] in ("union_tag_invalid", "union_tag_not_found"):  # an arm's `adapter`
+            loc.append(error["ctx"]["discriminator"].strip("'"))
+            message = _unknown_arm_kind(error["ctx"].get("tag"))
+        where = ".".join(loc) or "(top level)"
         if error["type"] == "extra_forbidden":
             message = "unknown field"
             if loc and loc[-1] == "api_key":
                 message += " (never put a key in the spec: set api_key_env to the variable's name)"
         lines.append(f"{where}: {message}")
     return "; ".join(lines)
+
+
+def _unknown_arm_kind(tag: Any) -> str:
+    """An arm's missing or unknown `adapter`, with the kinds the registry (compare.arms) knows."""
+    kinds = ", ".join(sorted(ARM_TAGS))
+    return f"unknown adapter {tag!r}: choose one of {kinds}" if tag is not None else f"missing: choose one of {kinds}"

@@ -31,6 +31,7 @@ from compare.costs import (
     sandbox_cost_usd,
     utilization,
 )
+from compare.arm_table import counted
 from compare.documents import SummaryDocument, conforming
 from compare.ledger import RunRecord, fetch_rows
 from adapters.base import IMPOSSIBLE_USAGE
@@ -244,7 +245,8 @@ def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples:
     rates, no_rate = _rates(n, c, resamples, seed, stopped, grading_errors=no_verdict)
     priced = unpriced == 0
     no_cost = stopped or (None if priced else
-                          f"{unpriced} hosted calls are unpriced (no price for their model): no cost number")
+                          f"{counted(unpriced, 'hosted call')} {'is' if unpriced == 1 else 'are'} unpriced "
+                          "(no price for their model): no cost number")
     total = float(per_episode.sum()) if priced else None
     sandbox_measured, sandbox_reason = _sandbox_measured(e["cpu_unmeasured"].astype(bool)[billed])
     summary: dict[str, Any] = {
@@ -348,7 +350,7 @@ def _sandbox_measured(unmeasured: np.ndarray) -> tuple[bool, str | None]:
     missing = int(unmeasured.sum())
     if not missing:
         return True, None
-    reason = (f"not measured for {missing} of {len(unmeasured)} attempts: no cgroup measured their CPU (the prlimit "
+    reason = (f"not measured for {missing} of {counted(len(unmeasured), 'attempt')}: no cgroup measured their CPU (the prlimit "
               "fallback without root, or a container engine on another machine)")
     if missing == len(unmeasured):
         return False, reason

@@ -27,8 +27,14 @@ class ValidationReport(BaseModel):
     invalid: int
 
 
+NO_SOLUTION = "no solution/solve.sh: validate needs the oracle's solution"
+
+
 async def validate_task(task: Task, options: SandboxOptions) -> TaskValidation:
     started = time.monotonic()
+    if task.solution_dir is None:  # known since the task loaded: nothing is built for a verdict that cannot be had
+        return TaskValidation(task_id=task.task_id, oracle_resolved=None, empty_resolved=None, valid=False,
+                              error=f"task {task.task_id}: {NO_SOLUTION} (add it to the task)", seconds=0.0)
     problems: list[str] = []
     empty = oracle = None
     try:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from compare.arm_table import fmt_pct, fmt_usd, interval_text
+from compare.arm_table import counted, fmt_pct, fmt_usd, interval_text
 
-__all__ = ["cost_breakdown_svg", "cost_vs_resolve_svg", "esc", "fmt_pct", "fmt_usd"]
+__all__ = ["cost_breakdown_svg", "cost_vs_resolve_svg", "esc", "fit", "fmt_pct", "fmt_usd", "text_width"]
 
 SVG_NS = "http://www.w3.org/2000/svg"
 WIDTH = 720
@@ -29,6 +29,7 @@ PART_COLOURS = {"tokens": "#4e79a7", "gpu": "#f28e2b", "sandbox": "#59a14f"}
 PART_LABELS = {"tokens": "tokens", "gpu": "GPU / machine lease", "sandbox": "sandbox"}
 STRIP_ROW = 36  # a null-cost arm: its marker and name, then its reason
 LOG_SPAN = 100.0  # costs spanning more than two decades get a log axis
+EDGE = 4.0  # the least space between a label and the chart's edge
 
 
 def esc(text: Any) -> str:
@@ -47,6 +48,34 @@ def _num(value: float) -> str:
     return f"{value:.2f}"
 
 
+# Each character's advance as a share of the font size, rounded up from DejaVu Sans (what Debian's browsers draw
+# system-ui with, and among the widest sans fonts): a label measured with it fits in narrower fonts too.
+_EM = {**dict.fromkeys("ijlIJ'", 0.28), **dict.fromkeys("f.,:;|!/\\ ", 0.34), **dict.fromkeys("rt()[]-\"", 0.40),
+       **dict.fromkeys("+<=>^~#×−∞", 0.85), **dict.fromkeys("mwMW@%…", 1.0)}
+
+
+def text_width(text: str, size: float = 12.0) -> float:
+    """An upper estimate of `text`'s width in pixels at `size` px: the server draws labels without the browser's
+    font metrics, and a label must never run past the chart's edge."""
+    def em(ch: str) -> float:
+        if ch in _EM:
+            return _EM[ch]
+        if ch.isascii():
+            return 0.80 if ch.isupper() else 0.64
+        return 1.0  # accented capitals, CJK, symbols: at most an em
+    return size * sum(em(ch) for ch in text)
+
+
+def fit(text: str, room: float, size: float = 12.0) -> str:
+    """`text` if it fits in `room` pixels, else its longest beginning that fits with an ellipsis after it."""
+    if text_width(text, size) <= room:
+        return text
+    cut = len(text)
+    while cut > 0 and text_width(text[:cut] + "…", size) > room:
+        cut -= 1
+    return text[:cut].rstrip() + "…"
+
+
 def _open_svg(kind: str, height: float, label: str, standalone: bool) -> list[str]:
     # xmlns only for standalone files: inline in HTML the parser puts <svg> in the SVG namespace itself, and the
     # report then carries no URL at all.
@@ -56,9 +85,25 @@ def _open_svg(kind: str, height: float, label: str, standalone: bool) -> list[st
             f"<title>{esc(label)}</title>"]
 
 
-def _text(x: float, y: float, text: str, *, anchor: str = "start", cls: str = "", extra: str = "") -> str:
+def _text(x: float, y: float, text: str, *, anchor: str = "start", cls: str = "", extra: str = "",
+          room: float | None = None) -> str:
+    """A label; with `room` (pixels), cut to fit it with an ellipsis, the whole text then its tooltip."""
     klass = f' class="{cls}"' if cls else ""
-    return (f'<text x="{_num(x)}" y="{_num(y)}" text-anchor="{anchor}"{klass}{extra}>{esc(text)}</text>')
+    shown = text if room is None else fit(text, room)
+    tip = f"<title>{esc(text)}</title>" if shown != text else ""
+    return f'<text x="{_num(x)}" y="{_num(y)}" text-anchor="{anchor}"{klass}{extra}>{esc(shown)}{tip}</text>'
+
+
+def _side_label(cx: float, y: float, text: str, gap: float, cls: str) -> tuple[float, float, str]:
+    """A point's label beside it, on the right when it fits there, else on the left when it fits there, else cut
+    to the wider side: (left edge, right edge, markup), never past the chart's edges."""
+    width = text_width(text)
+    right_room, left_room = WIDTH - EDGE - (cx + gap), cx - gap - EDGE
+    if width <= right_room or (width > left_room and right_room >= left_room):
+        x0 = cx + gap
+        return x0, x0 + min(width, right_room), _text(x0, y, text, cls=cls, room=right_room)
+    x1 = cx - gap
+    return x1 - min(width, left_room), x1, _text(x1, y, text, anchor="end", cls=cls, room=left_room)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -189,17 +234,18 @@ def cost_vs_resolve_svg(summary: dict[str, Any], *, standalone: bool = True) -> 
         coords = " ".join(f"{_num(centres[a][0])},{_num(centres[a][1])}" for a in frontier)
         out.append(f'<polyline class="pareto-frontier" data-arms="{esc(" ".join(frontier))}" points="{coords}" '
                    'fill="none" stroke="#888" stroke-width="1.5" stroke-dasharray="5 3"/>')
-    labels = _label_positions([(p.arm, *centres[p.arm]) for p in priced])
+    labels = _point_labels([(p.arm, p.arm + (" (reference)" if p.reference else ""), *centres[p.arm])
+                            for p in priced])
     for p in priced:
         out += _priced_point(p, x, y, labels[p.arm], on_frontier=p.arm in frontier)
     if unpriced:
         out.append(_text(left, strip_top, "no cost per resolved attempt:", cls="strip-title",
                          extra=' font-weight="bold"'))
     for i, p in enumerate(unpriced):
-        out += _strip_point(p, x, strip_top + 20 + STRIP_ROW * i, (left + right) / 2)
+        out += _strip_point(p, x, strip_top + 20 + STRIP_ROW * i)
     if frontier:
         out.append(_text(right, top - 12, "filled, joined by - - -: the Pareto frontier (no other arm resolves more "
-                         "for less)", anchor="end", cls="legend"))
+                         "for less)", anchor="end", cls="legend", room=right - EDGE))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -229,19 +275,23 @@ def _y_ticks(y: _Axis, left: float, right: float, ticks: list[float]) -> list[st
     return out
 
 
-def _label_positions(points: list[tuple[str, float, float]]) -> dict[str, tuple[float, float]]:
-    """Above-right of each point, moved down a line while it would overlap a label already placed (arms with
-    close figures are common: the same tasks resolved at similar cost)."""
-    placed: dict[str, tuple[float, float]] = {}
-    for name, cx, cy in sorted(points, key=lambda p: (p[2], p[1])):
-        lx, ly = cx + 8, cy - 8
-        while any(abs(lx - px) < 90 and abs(ly - py) < 13 for px, py in placed.values()):
+def _point_labels(points: list[tuple[str, str, float, float]]) -> dict[str, str]:
+    """Each (name, label, cx, cy) point's label above it on the side with room (_side_label), moved down a line
+    while it would overlap a label already placed (arms with close figures are common: the same tasks resolved
+    at similar cost)."""
+    placed: list[tuple[float, float, float]] = []  # left, right, baseline
+    labels = {}
+    for name, text, cx, cy in sorted(points, key=lambda p: (p[3], p[2])):
+        x0, x1, _ = _side_label(cx, 0.0, text, 8, "arm-label")
+        ly = cy - 8
+        while any(x0 < right + 4 and left - 4 < x1 and abs(ly - base) < 13 for left, right, base in placed):
             ly += 13
-        placed[name] = (lx, ly)
-    return placed
+        placed.append((x0, x1, ly))
+        labels[name] = _side_label(cx, ly, text, 8, "arm-label")[2]
+    return labels
 
 
-def _priced_point(p: _Point, x: _Axis, y: _Axis, label: tuple[float, float], *, on_frontier: bool) -> list[str]:
+def _priced_point(p: _Point, x: _Axis, y: _Axis, label: str, *, on_frontier: bool) -> list[str]:
     cx, cy = x(p.rate), y(p.cost)
     tip = (f"{p.arm}: resolve rate {fmt_pct(p.rate)}{_ci_text(p.rate_ci, fmt_pct)}; cost per resolved attempt "
            f"{fmt_usd(p.cost)}{_ci_text(p.cost_ci, fmt_usd)}" + (" (reference: not a model)" if p.reference else ""))
@@ -263,20 +313,17 @@ def _priced_point(p: _Point, x: _Axis, y: _Axis, label: tuple[float, float], *, 
     fill = "#4e79a7" if on_frontier else "#fff" if p.reference else "#bab0ac"
     dash = ' stroke-dasharray="2 1.5"' if p.reference else ""
     out.append(f'<circle cx="{_num(cx)}" cy="{_num(cy)}" r="5" fill="{fill}" stroke="#333"{dash}/>')
-    out.append(_text(*label, p.arm + (" (reference)" if p.reference else ""), cls="arm-label"))
+    out.append(label)
     out.append("</g>")
     return out
 
 
-def _strip_point(p: _Point, x: _Axis, row_y: float, middle: float) -> list[str]:
+def _strip_point(p: _Point, x: _Axis, row_y: float) -> list[str]:
     """A hollow marker at the arm's resolve rate with its name on the side with room, and the reason on the line
-    below across the plot's width (cut at 95 characters: the full text is in the tooltip and the notes)."""
+    below from the plot's left edge (cut to the chart's width: the full text is in the tooltip and the notes)."""
     cx = x(p.rate)
-    name = f"{p.arm} ({fmt_pct(p.rate)})"
-    reason = p.reason if len(p.reason) <= 95 else p.reason[:94] + "…"
-    label = (_text(cx + 10, row_y, name, cls="arm-label") if cx <= middle
-             else _text(cx - 10, row_y, name, anchor="end", cls="arm-label"))
-    label += "\n" + _text(x.start, row_y + 15, reason, cls="strip-reason")
+    label = _side_label(cx, row_y, f"{p.arm} ({fmt_pct(p.rate)})", 10, "arm-label")[2]
+    label += "\n" + _text(x.start, row_y + 15, p.reason, cls="strip-reason", room=WIDTH - EDGE - x.start)
     return [f'<g class="arm-point" data-arm="{esc(p.arm)}" data-cost="null">',
             f"<title>{esc(f'{p.arm}: resolve rate {fmt_pct(p.rate)}; no cost per resolved attempt: {p.reason}')}"
             "</title>",
@@ -298,7 +345,9 @@ def cost_breakdown_svg(summary: dict[str, Any], *, standalone: bool = True) -> s
     whose total is unknown (unpriced calls) gets a dashed, labelled gap instead of a bar that would look
     cheap."""
     arms = list(summary.get("arms", []))
-    left, right, top, row_h = 110.0, WIDTH - 130.0, 40.0, 30.0
+    # room for the longest name, within a third of the chart (a longer one is cut, whole in its tooltip)
+    names = max((text_width(str(a["arm"])) for a in arms), default=0.0)
+    left, right, top, row_h = min(max(110.0, names + 16), WIDTH / 3), WIDTH - 130.0, 40.0, 30.0
     height = top + row_h * max(len(arms), 1) + 20
     totals = [a["cost_usd"]["total"] for a in arms if a.get("cost_usd", {}).get("total") is not None]
     scale = _Axis(0.0, max(totals, default=0.0) or 1.0, left, right)
@@ -329,13 +378,14 @@ def _bar(arm: dict[str, Any], scale: _Axis, y: float, h: float) -> list[str]:
     name, cost = str(arm["arm"]), arm.get("cost_usd") or {}
     total = cost.get("total")
     out = [f'<g class="arm-bar" data-arm="{esc(name)}" data-total="{"null" if total is None else repr(total)}">',
-           _text(scale.start - 8, y + h / 2 + 4, name, anchor="end", cls="arm-label")]
+           _text(scale.start - 8, y + h / 2 + 4, name, anchor="end", cls="arm-label", room=scale.start - 8 - EDGE)]
     if total is None:
         reason = _no_total_reason(arm)
         out += [f"<title>{esc(f'{name}: no total: {reason}')}</title>",
                 f'<rect class="gap" x="{_num(scale.start)}" y="{_num(y)}" width="{_num(scale.end - scale.start)}" '
                 f'height="{_num(h)}" fill="none" stroke="#b07aa1" stroke-dasharray="4 3"/>',
-                _text(scale.start + 6, y + h / 2 + 4, f"no total: {reason}", cls="gap-label"), "</g>"]
+                _text(scale.start + 6, y + h / 2 + 4, f"no total: {reason}", cls="gap-label",
+                      room=WIDTH - EDGE - scale.start - 6), "</g>"]
         return out
     parts = "; ".join(f"{PART_LABELS[p]} {fmt_usd(cost.get(p))}" for p in PART_COLOURS)
     out.append(f"<title>{esc(f'{name}: {fmt_usd(total)} ({parts})')}</title>")
@@ -354,5 +404,5 @@ def _bar(arm: dict[str, Any], scale: _Axis, y: float, h: float) -> list[str]:
 def _no_total_reason(arm: dict[str, Any]) -> str:
     unpriced = arm.get("unpriced_calls") or 0
     if unpriced:
-        return f"{unpriced} hosted calls are unpriced"
+        return f"{counted(unpriced, 'hosted call')} {'is' if unpriced == 1 else 'are'} unpriced"
     return (arm.get("cost_per_resolved_attempt") or {}).get("reason") or "unpriced"

@@ -9,16 +9,16 @@ rest is rendering and plain exports of ledger rows.
       episodes.csv|.parquet  every episodes row of the run (retried attempts included), written by DuckDB
       calls.csv|.parquet     every model_calls row of the run
       predictions/<arm>.jsonl         every final (task, seed) attempt of a model arm, one JSON line each
-      predictions/<arm>.seed<N>.jsonl the same, one file per seed N
+      predictions/<arm>.seed<N>.jsonl the same, one file per seed N, when the arm has attempts of several seeds
 
 Predictions layout: a line is `{"instance_id", "model_name_or_path": "<arm>:<model>", "model_patch", "seed"}`
 with the patch read from the attempt's trajectory (`output_patch`). SWE-bench's harness keys predictions by
 instance_id (one per instance: a second line for the same instance replaces the first), so with several seeds
 `<arm>.jsonl` holds them all for our own tools and each `<arm>.seed<N>.jsonl` is what to give the harness, one
-evaluation per seed. Both exist for every seed count, so scripts need no special case; a model arm with no
-finished attempt (skipped) gets an empty `<arm>.jsonl`. The oracle arm has no predictions (its patches are the
-tasks' own solutions). A trajectory file that is missing or unreadable gives
-an empty patch, and the report's notes count such attempts per arm."""
+evaluation per seed. With one seed `<arm>.jsonl` is already that file, so no copy of it is written. A model arm
+with no final attempt (skipped, or stopped before its first) gets no file, and the notes say why. The oracle arm
+has no predictions (its patches are the tasks' own solutions). A trajectory file that is missing or unreadable
+gives an empty patch, and the report's notes count such attempts per arm."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from compare.arm_table import arm_cells, columns, flagged_notes
+from compare.arm_table import arm_cells, columns, counted, flagged_notes
 from compare.breakeven import breakeven
 from compare.ledger import LedgerAccess, connect_read_only
 from compare.summary import dumps, summarize
@@ -70,6 +70,7 @@ class Predictions:
 
     files: dict[str, Path] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)  # arm → attempts written with an empty patch
+    absent: dict[str, str] = field(default_factory=dict)  # arm → why it has no predictions file
 
 
 def write_report(db_path: Path | str, run_id: str, out_dir: Path | str, *,
@@ -91,7 +92,7 @@ def write_report(db_path: Path | str, run_id: str, out_dir: Path | str, *,
         provenance = _provenance(conn, run_id, document)
     written.update(predictions.files)
     panels = breakeven_panels(document)
-    notes = notes_of(document, predictions.missing)
+    notes = notes_of(document, predictions.missing, predictions.absent)
     texts = {"summary.json": dumps(document),
              "summary.md": render_markdown(document, notes, provenance, panels),
              "report.html": render_html(document, notes, provenance, panels)}
@@ -157,12 +158,22 @@ def _write_predictions(conn, run_id: str, document: dict[str, Any], out: Path, d
                 result.missing[name] = result.missing.get(name, 0) + 1
             lines.append({"instance_id": task_id, "model_name_or_path": f"{name}:{arm['model']}",
                           "model_patch": patch or "", "seed": int(seed)})
+        if not lines:  # an empty file would read as "predicted nothing", which the arm never did
+            result.absent[name] = _why_no_predictions(arm)
+            continue
         result.files[f"predictions/{name}.jsonl"] = _write_jsonl(folder / f"{name}.jsonl", lines)
-        for seed in sorted({line["seed"] for line in lines}):
+        seeds = sorted({line["seed"] for line in lines})
+        for seed in seeds if len(seeds) > 1 else ():  # one seed: the file above is already the per-seed one
             per_seed = [line for line in lines if line["seed"] == seed]
             key = f"predictions/{name}.seed{seed}.jsonl"
             result.files[key] = _write_jsonl(out / key, per_seed)
     return result
+
+
+def _why_no_predictions(arm: dict[str, Any]) -> str:
+    if arm.get("status") == "skipped":
+        return "no predictions file: the arm was skipped and ran no attempt"
+    return f"no predictions file: the arm ({arm.get('status')}) finished no attempt"
 
 
 def _trajectory_file(recorded: str | None, db_path: Path, run_id: str, arm: str) -> Path | None:
@@ -236,9 +247,10 @@ def breakeven_panels(document: dict[str, Any]) -> list[dict[str, Any]]:
     return [breakeven(s, h) for s in arms if s["kind"] == "self-hosted" for h in arms if h["kind"] == "hosted"]
 
 
-def notes_of(document: dict[str, Any], missing_trajectories: dict[str, int] | None = None) -> list[str]:
+def notes_of(document: dict[str, Any], missing_trajectories: dict[str, int] | None = None,
+             no_predictions: dict[str, str] | None = None) -> list[str]:
     """Every `reason` (and `*_reason`) of the document, one line per arm and text naming the figures it
-    explains, then what the report itself could not do."""
+    explains, then what the report itself could not do or write."""
     notes: list[str] = []
     if document.get("run_status") != "finished":
         notes.append(f"the run is {document.get('run_status')}: these figures cover the attempts finished so far")
@@ -251,8 +263,9 @@ def notes_of(document: dict[str, Any], missing_trajectories: dict[str, int] | No
     for arm in document["arms"]:
         notes += flagged_notes(arm)
     for arm, count in (missing_trajectories or {}).items():
-        notes.append(f"{arm}: {count} final attempts have no readable trajectory file: their predictions carry "
-                     "an empty patch")
+        notes.append(f"{arm}: {counted(count, 'final attempt')} {'has' if count == 1 else 'have'} no readable "
+                     "trajectory file: their predictions carry an empty patch")
+    notes += [f"{arm}: {why}" for arm, why in (no_predictions or {}).items()]
     return notes
 
 
@@ -309,8 +322,8 @@ def render_html(document: dict[str, Any], notes: list[str], provenance: Provenan
         f"<title>leafcost report {run_id}</title>", f"<style>{_CSS}</style>", "</head>", "<body>",
         '<header><h1>leafcost report</h1>',
         f'<p class="meta">run <code id="run-id">{run_id}</code> · status <b id="run-status">'
-        f'{esc(document["run_status"])}</b> · {len(document.get("task_order") or [])} tasks × '
-        f'{esc(document.get("seeds"))} seeds{scenario}</p></header>',
+        f'{esc(document["run_status"])}</b> · {counted(len(document.get("task_order") or []), "task")} × '
+        f'{counted(document.get("seeds") or 0, "seed")}{scenario}</p></header>',
         '<section id="arms"><h2>Arms</h2><div class="scroll">', _html_table(document["arms"]), "</div></section>",
         '<section id="charts"><h2>Cost per resolved attempt against resolve rate</h2>',
         cost_vs_resolve_svg(document, standalone=False),

@@ -17,8 +17,9 @@ import duckdb
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from compare.arm_table import Cell, arm_cells, columns, flagged_notes
+from compare.arm_table import Cell, arm_cells, columns, counted, flagged_notes, fmt_usd
 from compare.breakeven import breakeven
+from compare.episode_list import EpisodeFilter, count_episodes, find_episode, list_episodes
 from compare.ledger import LedgerAccess, LedgerError, fetch_rows
 from compare.summary import SummaryError, summarize
 from compare.trajectory_files import read_trajectory
@@ -27,17 +28,29 @@ from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg
 EPISODES_PER_PAGE = 100
 MAX_OFFSET = 2**31 - 1  # as the API's episode listing: the ledger's OFFSET is a 64-bit integer
 
+# Fits a 1280-pixel window without scrolling sideways: long names wrap anywhere, a number never wraps (an
+# interval may, between its bounds), headers wrap, and the arm table's other figures stay folded until asked for.
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1280px;color:#1d2430;padding:0 16px}
-h1{font-size:22px}h2{font-size:17px;margin-top:28px}a{color:#1a5fb4}
+h1{font-size:22px;overflow-wrap:anywhere}h2{font-size:17px;margin-top:28px}h3{overflow-wrap:anywhere}a{color:#1a5fb4}
 table{border-collapse:collapse;width:100%;margin:8px 0}th,td{border-bottom:1px solid #dde1e6;padding:5px 8px;
-text-align:left;vertical-align:top}th{background:#f3f5f7;font-weight:600}td.num{text-align:right;
-font-variant-numeric:tabular-nums;white-space:nowrap}.ci{color:#5c6773;font-size:12px}.note{color:#5c6773}
-.charts{display:flex;flex-wrap:wrap;gap:24px}.charts svg{max-width:100%;height:auto}
+text-align:left;vertical-align:top;overflow-wrap:break-word}th{background:#f3f5f7;font-weight:600;
+vertical-align:bottom}#arms td[data-key=arm],#episodes td:not(.num){overflow-wrap:anywhere}
+#arms td[data-key=arm]{min-width:7em}th.num{text-align:right}td.num{text-align:right;font-variant-numeric:tabular-nums;
+white-space:nowrap;overflow-wrap:normal}.ci{color:#5c6773;font-size:12px;white-space:normal}.note{color:#5c6773}
+.note,li{overflow-wrap:anywhere}.charts{display:flex;flex-wrap:wrap;gap:24px}.charts svg{max-width:100%;height:auto}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:8px;border-radius:4px;margin:4px 0}
-.wide{overflow-x:auto}#arms{font-size:13px}
+.wide{overflow-x:auto}#arms{font-size:13px}#arms th,#arms td{padding:5px 6px}
+#arms .more{display:none}#all-figures:checked~.wide #arms .more{display:table-cell}
+label.more-figures{color:#1a5fb4;cursor:pointer;font-size:13px}#all-figures{margin:0 6px 0 0}
 .step{border-left:3px solid #c6cdd5;padding-left:10px;margin:12px 0}
 """
+
+# The arm table's columns shown at first, the ones a reader compares arms by; the registry's others (and any
+# column added to it) are folded behind "all figures", in the registry's order.
+PAGE_COLUMNS = ("arm", "kind", "status", "tasks_seeds", "resolved_attempts", "resolved_tasks", "avg_at_k",
+                "cost_per_resolved_attempt", "cost_per_resolved_task", "cost_total", "cost_tokens", "cost_gpu",
+                "cost_sandbox")
 
 
 def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]] | None = None,
@@ -78,7 +91,8 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
         document = _or_404(lambda: summary_of(run_id))
         episodes, total = read(lambda conn: _episodes(conn, run_id, arm, offset))
         body = (f"<h1>Run {escape(run_id)}</h1><p class=note>status {escape(str(document.get('run_status')))}, "
-                f"{len(document['task_order'])} tasks × {document['seeds']} seeds; 95 % intervals from "
+                f"{counted(len(document['task_order']), 'task')} × {counted(document['seeds'], 'seed')}; "
+                "95 % intervals from "
                 f"{document['bootstrap']['resamples']:,} bootstrap resamples over tasks; sandbox "
                 f"${document['sandbox_usd_per_vcpu_hour']}/vCPU-hour · <a href=\"/runs/{escape(run_id)}/summary\">"
                 "JSON</a> · <a href=\"/\">all runs</a></p>"
@@ -95,7 +109,7 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
         if row is None:
             raise HTTPException(404, f"run {run_id} has no episode {episode_id!r}")
         trajectory, reason = read_trajectory(access.path, row.get("trajectory_path"))
-        return _page(f"leafcost {episode_id}", _trajectory(run_id, row, calls, trajectory, reason))
+        return _page(f"leafcost {row['episode_id']}", _trajectory(run_id, row, calls, trajectory, reason))
 
     return router
 
@@ -126,26 +140,43 @@ def _page(title: str, body: str) -> str:
 
 
 def _arm_table(document: dict[str, Any]) -> str:
-    """The registry's columns (compare.arm_table); a numeric cell keeps the raw number in `data-value` (what the
-    browser test compares with the API), an estimate its interval below it and, when it has no number, the
-    reason as a tooltip."""
-    head = "<tr>" + "".join(f"<th>{escape(column.label)}</th>" for column in columns()) + "</tr>"
+    """The registry's columns (compare.arm_table), those not in PAGE_COLUMNS folded (a checkbox unfolds them, no
+    script needed); a numeric cell keeps the raw number in `data-value` (what the browser test compares with the
+    API), an estimate its interval below it and, when it has no number, the reason as a tooltip."""
+    shown = [column.key in PAGE_COLUMNS for column in columns()]
+    head = "<tr>" + "".join(f"<th{_classes(column.numeric, not main)}>{escape(column.label)}</th>"
+                            for column, main in zip(columns(), shown, strict=True)) + "</tr>"
     rows = []
     for arm in document["arms"]:
-        cells = "".join(_cell(column.numeric, cell) for column, cell in zip(columns(), arm_cells(arm), strict=True))
+        cells = "".join(_cell(column.numeric, cell, folded=not main)
+                        for column, cell, main in zip(columns(), arm_cells(arm), shown, strict=True))
         rows.append(f"<tr class=arm data-arm=\"{escape(arm['arm'])}\">{cells}</tr>")
-    return f"<h2>Arms</h2><div class=wide><table id=arms>{head}{''.join(rows)}</table></div>"
+    folded = [column.label for column, main in zip(columns(), shown, strict=True) if not main]
+    toggle = ("<input type=checkbox id=all-figures><label class=more-figures for=all-figures>show "
+              f"{len(folded)} more figures ({escape(', '.join(folded))})</label>") if folded else ""
+    return f"<h2>Arms</h2>{toggle}<div class=wide><table id=arms>{head}{''.join(rows)}</table></div>"
 
 
-def _cell(numeric: bool, cell: Cell) -> str:
+def _classes(numeric: bool, folded: bool) -> str:
+    names = " ".join(name for name, on in (("num", numeric), ("more", folded)) if on)
+    return f' class="{names}"' if names else ""
+
+
+def _cell(numeric: bool, cell: Cell, folded: bool = False) -> str:
     if not numeric:
-        return f"<td data-key={cell.key}>{escape(cell.text)}</td>"
-    value = "" if cell.value is None else repr(cell.value)
+        return f"<td{_classes(False, folded)} data-key={cell.key}>{escape(cell.text)}</td>"
+    value = _raw(cell.value)
     # the reason as a tooltip where the number, or a bound of its interval ("[$0.80, ∞)"), is missing
     missing = cell.value is None or (cell.ci is not None and None in cell.ci)
     title = f" title=\"{escape(cell.reason)}\"" if missing and cell.reason else ""
     ci = f"<br><span class=ci>{escape(cell.ci_text)}</span>" if cell.ci else ""
-    return f"<td class=num data-key={cell.key} data-value=\"{value}\"{title}>{escape(cell.text)}{ci}</td>"
+    return (f"<td{_classes(True, folded)} data-key={cell.key} data-value=\"{value}\"{title}>{escape(cell.text)}"
+            f"{ci}</td>")
+
+
+# The estimates whose reasons the notes give, named as the table's headers name them
+NOTE_NAMES = {"avg_at_k": "Avg@k", "cost_per_resolved_attempt": "cost per resolved attempt",
+              "cost_per_resolved_task": "cost per resolved task"}
 
 
 def _notes(document: dict[str, Any]) -> str:
@@ -153,9 +184,9 @@ def _notes(document: dict[str, Any]) -> str:
     for arm in document["arms"]:
         if arm["status"] == "skipped":
             notes.append(f"{arm['arm']}: skipped: {arm['status_reason']}")
-        for key in ("avg_at_k", "cost_per_resolved_attempt", "cost_per_resolved_task"):
+        for key in NOTE_NAMES:
             if (arm.get(key) or {}).get("reason"):
-                notes.append(f"{arm['arm']}: {key.replace('_', ' ')}: {arm[key]['reason']}")
+                notes.append(f"{arm['arm']}: {NOTE_NAMES[key]}: {arm[key]['reason']}")
         notes += flagged_notes(arm)
     items = "".join(f"<li>{escape(note)}</li>" for note in notes)
     return f"<ul class=note>{items}</ul>" if items else ""
@@ -181,56 +212,61 @@ def _breakeven_panel(document: dict[str, Any]) -> str:
         grid = "".join(f"<tr><td>{g['gpu']} {g['level']}</td><td class=num>${g['gpu_usd_per_hour']:.2f}</td>"
                        f"<td class=num>{_opt_money(g['self_hosted_cost_per_resolved_attempt'])}</td>"
                        f"<td class=num>{g['breakeven_utilization']:.1%}</td></tr>" for g in result["grid"])
-        parts.append(head + f"<ul>{items}</ul><table class=grid><tr><th>GPU</th><th>$/GPU-hour</th>"
-                     "<th>self-hosted cost per resolved attempt</th><th>break-even utilization</th></tr>"
+        parts.append(head + f"<ul>{items}</ul><table class=grid><tr><th>GPU</th><th class=num>$/GPU-hour</th>"
+                     "<th class=num>self-hosted cost per resolved attempt</th><th class=num>break-even utilization</th>"
+                     "</tr>"
                      f"{grid}</table>")
     return "".join(parts)
 
 
 def _opt_money(value: float | None) -> str:
-    return "n/a" if value is None else f"${value:,.4f}"
+    return fmt_usd(value)  # the one money rule of the CLI, the report and this page
 
 
 def _episodes(conn, run_id: str, arm: str | None, offset: int) -> tuple[list[dict[str, Any]], int]:
-    where, params = "e.run_id = ? AND e.final", [run_id]
-    if arm:
-        where, params = where + " AND e.arm = ?", params + [arm]
-    total = conn.execute(f"SELECT count(*) FROM episodes AS e WHERE {where}", params).fetchone()[0]
-    rows = fetch_rows(conn, f"""
-        SELECT e.episode_id, e.arm, e.task_id, e.seed, e.resolved, e.exit_reason, e.n_steps,
-               coalesce(e.prompt_tokens, 0) + coalesce(e.completion_tokens, 0) AS tokens, e.elapsed_sec,
-               (SELECT sum(cost_usd) FROM model_calls AS m WHERE m.episode_id = e.episode_id) AS cost_usd
-        FROM episodes AS e WHERE {where} ORDER BY e.arm, e.task_id, e.seed LIMIT ? OFFSET ?""",
-                 params + [EPISODES_PER_PAGE, offset])
-    return rows, total
+    chosen = EpisodeFilter(arm=arm or None)
+    return (list_episodes(conn, run_id, chosen, limit=EPISODES_PER_PAGE, offset=offset),
+            count_episodes(conn, run_id, chosen))
 
 
 def _episode_table(run_id: str, episodes: list[dict[str, Any]], total: int, arm: str | None, offset: int) -> str:
     base = f"/run/{escape(run_id)}"
     rows = "".join(
-        f"<tr><td><a href=\"{base}/episode/{escape(e['episode_id'])}\">{escape(e['task_id'])}</a></td>"
+        f"<tr data-episode=\"{escape(e['episode_id'])}\"><td><a href=\"{base}/episode/{escape(e['episode_id'])}\">"
+        f"{escape(e['task_id'])}</a></td>"
         f"<td>{escape(e['arm'])}</td><td class=num>{e['seed']}</td>"
         f"<td>{'yes' if e['resolved'] else 'no'}</td><td>{escape(str(e['exit_reason']))}</td>"
         f"<td class=num>{e['n_steps'] if e['n_steps'] is not None else ''}</td>"
-        f"<td class=num>{e['tokens']:,}</td><td class=num>{_opt_money(e['cost_usd'])}</td>"
+        f"<td class=num>{_tokens(e):,}</td><td class=num data-key=cost_usd data-value=\"{_raw(e['cost_usd'])}\">"
+        f"{_opt_money(e['cost_usd'])}</td>"
         f"<td class=num>{(e['elapsed_sec'] or 0):.1f}</td></tr>" for e in episodes)
     arm_query = f"&arm={escape(arm)}" if arm else ""
     pager = ""
     if offset + EPISODES_PER_PAGE < total:
         pager = f"<p><a href=\"{base}?offset={offset + EPISODES_PER_PAGE}{arm_query}\">next {EPISODES_PER_PAGE}</a></p>"
     return (f"<h2>Episodes ({total} final{', arm ' + escape(arm) if arm else ''})</h2>"
-            "<table id=episodes><tr><th>task</th><th>arm</th><th>seed</th><th>resolved</th><th>exit</th>"
-            f"<th>steps</th><th>tokens</th><th>token cost</th><th>seconds</th></tr>{rows}</table>{pager}")
+            "<table id=episodes><tr><th>task</th><th>arm</th><th class=num>seed</th><th>resolved</th><th>exit</th>"
+            "<th class=num>steps</th><th class=num>tokens</th><th class=num>token cost</th><th class=num>seconds</th>"
+            f"</tr>{rows}</table>{pager}")
+
+
+def _tokens(episode: dict[str, Any]) -> int:
+    return (episode["prompt_tokens"] or 0) + (episode["completion_tokens"] or 0)
+
+
+def _raw(value: float | None) -> str:
+    """A number as `data-value` keeps it: exactly (repr), or empty for none."""
+    return "" if value is None else repr(value)
 
 
 def _episode(conn, run_id: str, episode_id: str) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
-    rows = fetch_rows(conn, "SELECT * FROM episodes WHERE run_id = ? AND episode_id = ?", [run_id, episode_id])
-    if not rows:
+    row = find_episode(conn, run_id, episode_id)
+    if row is None:
         return None, {}
     calls = fetch_rows(conn, "SELECT step, count(*) AS calls, sum(cost_usd) AS cost_usd, sum(prompt_tokens) AS prompt, "
                         "sum(completion_tokens) AS completion FROM model_calls WHERE episode_id = ? GROUP BY step",
-                  [episode_id])
-    return rows[0], {c["step"]: c for c in calls}
+                  [row["episode_id"]])
+    return row, {c["step"]: c for c in calls}
 
 
 def _trajectory(run_id: str, row: dict[str, Any], calls: dict[int, dict[str, Any]],
@@ -240,7 +276,7 @@ def _trajectory(run_id: str, row: dict[str, Any], calls: dict[int, dict[str, Any
     head = (f"<h1>{escape(row['task_id'])} · {escape(row['arm'])} · seed {row['seed']} · attempt "
             f"{row['attempt']}</h1><p class=note><a href=\"/run/{escape(run_id)}\">back to the run</a> · "
             f"resolved: {'yes' if row['resolved'] else 'no'} · exit: {escape(str(row['exit_reason']))} · "
-            f"{row['n_steps'] or 0} steps</p>")
+            f"{counted(row['n_steps'] or 0, 'step')}</p>")
     if trajectory is None:
         return head + f"<p class=note>No trajectory shown: {escape(str(reason))}</p>"
     parts = [head]
@@ -266,7 +302,7 @@ def _step(step: dict[str, Any], calls: dict[int, dict[str, Any]]) -> str:
                            for o in _list(step.get("observations")))
     return (f"<div class=step><b>step {escape(_text(number))}</b> <span class=note>"
             f"{_count(usage.get('prompt_tokens')):,} prompt ({_count(usage.get('cached_tokens')):,} cached) + "
-            f"{_count(usage.get('completion_tokens')):,} output tokens, {call.get('calls', 0)} call(s), cost "
+            f"{_count(usage.get('completion_tokens')):,} output tokens, {counted(call.get('calls', 0), 'call')}, cost "
             f"{_opt_money(call.get('cost_usd'))}, {_count(step.get('latency_sec')):.1f} s</span>"
             + (f"<pre>{escape(_text(assistant.get('content')))}</pre>" if assistant.get("content") else "")
             + tools + (f"<div class=note>observations</div>{observations}" if observations else "") + "</div>")

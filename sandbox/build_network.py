@@ -10,8 +10,10 @@ task allows at run time)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -19,9 +21,10 @@ from pathlib import Path
 
 from sandbox.container_processes import keep_alive_binary
 from sandbox.engine import Engine
-from sandbox.protocol import BuildError
+from sandbox.protocol import BuildError, SandboxError
 
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's built-in DNS forwarder
+SLIRP_NETWORK = ipaddress.ip_network("10.0.2.0/24")  # the link slirp4netns gives a namespace
 _READY_TIMEOUT_SEC = 30.0
 
 
@@ -108,3 +111,58 @@ def _loopback_resolver() -> bool:
         return False
     servers = [line.split()[1] for line in lines if line.startswith("nameserver") and len(line.split()) > 1]
     return any(server.startswith("127.") or server == "::1" for server in servers)
+
+
+# A SWE-bench verifier's network, as SWE-bench's harness grades with one: the internet through slirp4netns (the
+# host's loopback disabled, no IPv6), and, before anything in the container runs, routes in its namespace that make
+# every private and link-local range and each of this host's own addresses and networks unreachable: slirp4netns
+# alone connects to the host's LAN address as to any other. The container has no CAP_NET_ADMIN to undo them.
+OUTSIDE_ONLY_FLAGS = ["--network", "slirp4netns:allow_host_loopback=false,enable_ipv6=false", "--dns", SLIRP_DNS]
+FENCED_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10")
+
+
+def fences_host(engine: Engine) -> bool:
+    """Whether leafcost can give a container the outside without the host: rootful Podman on this machine (the
+    routes go into the container's namespace from here). Docker's daemon and rootless Podman: not here."""
+    return engine.name == "podman" and os.geteuid() == 0 and shutil.which("nsenter") is not None \
+        and shutil.which("ip") is not None
+
+
+async def start_outside_only(engine: Engine, container: str) -> None:
+    """Starts a container created with OUTSIDE_ONLY_FLAGS once its namespace is fenced: `init` makes the namespace
+    and slirp4netns's link in it without running anything of the image, the routes go in, then `start`."""
+    await engine.run("init", container, timeout=120)
+    found = await engine.run("inspect", "--format", "{{.State.Pid}}", container)
+    pid = found.text.strip()
+    path = f"/proc/{pid}/ns/net"
+    if not pid.isdigit() or pid == "0" or os.readlink(path) == os.readlink("/proc/self/ns/net"):
+        raise SandboxError(f"container {container} has no network namespace of its own to fence (pid {pid!r})")
+    batch = "".join(f"route add unreachable {network}\n" for network in fenced_networks())
+    fenced = await asyncio.create_subprocess_exec("nsenter", f"--net={path}", "--", "ip", "-batch", "-",
+                                                  stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+                                                  stderr=asyncio.subprocess.PIPE)
+    _, said = await fenced.communicate(batch.encode())
+    if fenced.returncode != 0:
+        raise SandboxError(f"the routes that keep container {container} off this host's addresses could not be set: "
+                         f"{said.decode('utf-8', 'replace').strip()[-300:]}")
+    await engine.run("start", container, timeout=120)
+
+
+def fenced_networks(listing: str | None = None) -> list[str]:
+    """FENCED_RANGES, then every IPv4 address of this host (/32) and the network it is on, loopback aside. A host
+    network over slirp4netns's own (a VirtualBox NAT's 10.0.2.0/24) is left to the container's link, where only
+    slirp4netns answers: its route could not be replaced, and the host's own address still is."""
+    if listing is None:  # `ip -o -4 addr show` of this host
+        listing = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    networks = list(FENCED_RANGES)
+    for line in listing.splitlines():
+        fields = line.split()
+        if "inet" not in fields:
+            continue
+        interface = ipaddress.ip_interface(fields[fields.index("inet") + 1])
+        if interface.is_loopback:
+            continue
+        networks.append(f"{interface.ip}/32")
+        if not interface.network.overlaps(SLIRP_NETWORK):
+            networks.append(str(interface.network))
+    return list(dict.fromkeys(networks))

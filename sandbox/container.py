@@ -24,11 +24,14 @@ import time
 import uuid
 from pathlib import Path
 
+from sandbox.build_network import OUTSIDE_ONLY_FLAGS, fences_host, start_outside_only
+from sandbox.compose import hosts_file, service_run_args
 from sandbox.container_processes import (KEEP_ALIVE_ARGS, KEEP_ALIVE_IN_CONTAINER, cgroup_directory, cgroup_of,
                                          keep_alive_binary, kill_all_but, live_processes)
 from sandbox.engine import ULIMITS, Engine, EngineError, client_env, require_engine
 from sandbox.git_safe import RECORD, baseline_from_facts
-from sandbox.images import ResolvedImage, task_image, verifier_image
+from sandbox.grading import verifier_network
+from sandbox.images import ResolvedImage, service_image, task_image, verifier_image
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
 from sandbox.owner import alive as owner_alive
 from sandbox.owner import identity
@@ -36,7 +39,7 @@ from sandbox.protocol import (BuildError, ExecResult, GitBaseline, SandboxError,
                               verifier_file)
 from sandbox.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
 from sandbox.runner_sandbox import RunnerSandbox
-from sandbox.tasks import EnvironmentConfig, HealthcheckConfig, Task
+from sandbox.tasks import ComposeService, EnvironmentConfig, HealthcheckConfig, Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
 from sandbox.watchdog import ensure_watchdog
 
@@ -190,9 +193,14 @@ class ContainerOpened:
         self.start_seconds = 0.0
         verifier_user = task.config.verifier.user
         self.verifier_user: str | None = "root" if verifier_user is None else str(verifier_user)
+        self.verifier_network = verifier_network(task, options)  # a separate verifier's container may say otherwise
         self.agent_user = None if task.config.agent.user is None else str(task.config.agent.user)
         self.workdir = _workdir(task.environment, image)
         self.containers: list[str] = []
+        # A Compose task's services and the holder of the network namespace they share with the main container.
+        self.services: list[tuple[ComposeService, ResolvedImage]] = []
+        self.network_holder: str | None = None
+        self.hosts: Path | None = None  # the hosts file naming the services, bound at /etc/hosts in each
         self.sandbox: ContainerSandbox
         self.git_baseline: GitBaseline | None = None
         self.has_python = False
@@ -242,10 +250,18 @@ class ContainerOpened:
             await sandbox._stop_runner()
         if self.containers:
             await self.engine.run(*self.engine.remove_args(*self.containers), check=False, timeout=120)
+        if self.network_holder:  # last: the engine refuses to remove it while a container joins its namespace
+            await self.engine.run(*self.engine.remove_args(self.network_holder), check=False, timeout=120)
 
     async def open(self, solution: bool) -> None:
-        """The agent's container, ready: healthy, Harbor's directories made, the git baseline recorded."""
-        container = await self._create(self.image, self.task.environment, role="agent", solution=solution)
+        """The agent's container, ready: healthy, Harbor's directories made, the git baseline recorded (after the
+        Compose services, when the task has them)."""
+        environment = self.task.environment
+        if self.task.compose is not None:
+            await self._start_services()
+            env = {**self.task.compose.main_environment, **environment.env}  # task.toml's env wins
+            environment = environment.model_copy(update={"env": env})
+        container = await self._create(self.image, environment, role="agent", solution=solution)
         healthcheck = self.task.environment.healthcheck or self.image.healthcheck
         if healthcheck is not None:
             await self._wait_healthy(container, healthcheck)
@@ -265,8 +281,15 @@ class ContainerOpened:
                  "--pids-limit", str(environment.pids)]
         for key, value in labels.items():
             flags += ["--label", f"{key}={value}"]
-        if not environment.allow_internet:
+        network = verifier_network(self.task, self.options) if role == "verifier" else None
+        if network == "outside" and not fences_host(self.engine):
+            network = "none"  # only rootful podman on this host can keep the host's addresses out: none, then
+        if network == "outside":
+            flags += OUTSIDE_ONLY_FLAGS
+        elif network == "none" or not environment.allow_internet:
             flags += ["--network", "none"]
+        if role == "verifier":
+            self.verifier_network = network
         if environment.workdir:
             flags += ["--workdir", _workdir(environment, image)]
         flags += _env_flags(environment.env)
@@ -275,15 +298,75 @@ class ContainerOpened:
             if self.task.solution_dir is None:
                 raise FileNotFoundError(f"task {self.task.task_id} has no solution/solve.sh")
             flags += _mount(self.task.solution_dir, "/solution")
+        if role == "agent" and self.network_holder:  # the Compose services' network namespace, not one of its own
+            flags = _without_network(flags) + self._joined_network()
         self.containers.append(name)
         ensure_watchdog(self.engine.argv, identity())  # removes this container if this process dies
         try:
-            await self.engine.run("run", "-d", *flags, "--", image.id, *KEEP_ALIVE, env=environment.env,
-                                  timeout=300)
+            outside = network == "outside"  # created, fenced, then started: nothing of it runs unfenced
+            await self.engine.run(*(["create"] if outside else ["run", "-d"]), *flags, "--", image.id, *KEEP_ALIVE,
+                                  env=environment.env, timeout=300)
+            if outside:
+                await start_outside_only(self.engine, name)
         except EngineError as exc:
             raise BuildError(f"task {self.task.task_id}: the container did not start from {image.reference}: "
                              f"{str(exc).split(': ', 1)[-1]}") from None
         return name
+
+    async def _start_services(self) -> None:
+        """Harbor's Compose services, before the main container, in one network namespace as Compose's one network
+        (and a pod) give them: a holder of the namespace (the host's catatonit, as a pod's infra container; Podman
+        4.3's `pod create` cannot set the limits this host needs), then each service in start order, healthy when it
+        declares a healthcheck and still running before the next starts. Every service name resolves to 127.0.0.1.
+        The freeze-and-kill before grading applies to the main container only: the services live on, as Harbor's."""
+        assert self.task.compose is not None
+        if not self.services:  # a file that only sets main's environment: nothing to start beside it
+            return
+        environment = self.task.environment
+        self.hosts = hosts_file(self.options.cache_dir, self.task.compose.host_names)
+        holder = ["--cpus", "0.1", "--memory", "32m", "--pids-limit", "16", "--entrypoint", KEEP_ALIVE_IN_CONTAINER,
+                  *_mount(keep_alive_binary(), KEEP_ALIVE_IN_CONTAINER)]
+        holder += [] if environment.allow_internet else ["--network", "none"]
+        self.network_holder = await self._run_part("network", holder, self.image, KEEP_ALIVE_ARGS, {})
+        for service, image in self.services:
+            cpus, memory_mb = service.limits(environment)
+            flags, arguments = service_run_args(service, cpus, memory_mb, environment.pids)
+            flags += _env_flags(service.environment) + self._joined_network()
+            container = await self._run_part("service", flags, image, arguments, service.environment, service.name)
+            try:
+                if service.healthcheck is not None:
+                    await self._wait_healthy(container, service.healthcheck)
+            except BuildError as exc:
+                raise BuildError(f"{exc} (service {service.name})") from None
+            if not await _running(self.engine, container):
+                logs = await self.engine.run("logs", "--tail", "5", container, check=False)
+                said = " | ".join((logs.text + logs.stderr).strip().splitlines()[-5:])[-400:]
+                raise BuildError(f"task {self.task.task_id}: service {service.name} exited as it started: "
+                                 f"{said or 'no output'}")
+
+    async def _run_part(self, role: str, flags: list[str], image: ResolvedImage, arguments: list[str],
+                        env: dict[str, str], service: str = "") -> str:
+        """One container of a Compose attempt beside the main one, labelled (and removed) as the attempt's are."""
+        name = f"leafcost-{uuid.uuid4().hex[:16]}"
+        labels = {**self.labels, LABEL: "1", OWNER_LABEL: identity(), "leafcost.role": role,
+                  **({"leafcost.service": service} if service else {})}
+        flags = ["--name", name, *ULIMITS, *flags, *(f for key, value in labels.items()
+                                                     for f in ("--label", f"{key}={value}"))]
+        if role != "network":
+            self.containers.append(name)
+        ensure_watchdog(self.engine.argv, identity())
+        try:
+            await self.engine.run("run", "-d", *flags, "--", image.id, *arguments, env=env, timeout=300)
+        except EngineError as exc:
+            raise BuildError(f"task {self.task.task_id}: {role} {service or 'holder'} did not start from "
+                             f"{image.reference}: {str(exc).split(': ', 1)[-1]}") from None
+        return name
+
+    def _joined_network(self) -> list[str]:
+        """The holder's network namespace, and the hosts file naming every service (a container joining another's
+        namespace cannot take `--add-host` entries of its own)."""
+        assert self.hosts is not None
+        return ["--network", f"container:{self.network_holder}", *_mount(self.hosts, "/etc/hosts")]
 
     async def _attach(self, container: str, user: str | None, workdir: str) -> ContainerSandbox:
         sandbox = ContainerSandbox(self.engine, container, user=user, workdir=workdir, image=self.image.reference,
@@ -332,13 +415,20 @@ async def open_container_sandbox(task: Task, options: SandboxOptions, *, solutio
                                  labels: dict[str, str] | None = None) -> ContainerOpened:
     started = time.monotonic()
     engine = require_engine(options.backend)
+    if solution and task.solution_dir is None:  # known since the task loaded: no image is built for it
+        raise FileNotFoundError(f"task {task.task_id} has no solution/solve.sh")
     image = await task_image(engine, task, options)
+    services = [(service, await service_image(engine, task, service, options))
+                for service in (task.compose.services if task.compose else [])]
     env = task.environment
-    spec = SandboxSpec(backend=engine.name, isolation=engine.name, engine_version=engine.version, image=image.id,
+    # The services' images are part of the environment's identity: their IDs join the main image's.
+    environment_id = " ".join([image.id, *(f"{service.name}={found.id}" for service, found in services)])
+    spec = SandboxSpec(backend=engine.name, isolation=engine.name, engine_version=engine.version, image=environment_id,
                        network=env.allow_internet, cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids,
                        limits_via=engine.name, tool_runner_version=RUNNER_VERSION,
                        leaf_tools_sha256=LEAF_TOOLS_SHA256)
     opened = ContainerOpened(engine, task, options, image, labels or {}, spec)
+    opened.services = services
     try:
         await opened.open(solution)
     except BaseException:
@@ -350,6 +440,12 @@ async def open_container_sandbox(task: Task, options: SandboxOptions, *, solutio
 
 def remove_container_leftovers(options: SandboxOptions) -> list[str]:
     """Containers of leafcost processes that were killed, found by label and removed when their owner is gone."""
+    removed = _remove_leftovers_once(options)
+    # A Compose attempt's network holder can only go once the containers joining its namespace are gone.
+    return removed + _remove_leftovers_once(options) if removed else removed
+
+
+def _remove_leftovers_once(options: SandboxOptions) -> list[str]:
     engine = require_engine(options.backend)
     listed = subprocess.run(engine.command("ps", "-a", "-q", "--no-trunc", "--filter", f"label={LABEL}=1"),
                             capture_output=True, text=True, env=client_env())
@@ -474,6 +570,15 @@ def _workdir(environment: EnvironmentConfig, image: ResolvedImage) -> str:
     if environment.workdir:
         return posixpath.normpath(posixpath.join("/", environment.workdir))
     return image.workdir or "/"
+
+
+def _without_network(flags: list[str]) -> list[str]:
+    kept: list[str] = []
+    for index, flag in enumerate(flags):
+        if flag.startswith("--network=") or flag == "--network" or (index and flags[index - 1] == "--network"):
+            continue
+        kept.append(flag)
+    return kept
 
 
 def _user_flags(user: str | None) -> list[str]:

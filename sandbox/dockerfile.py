@@ -1,4 +1,5 @@
-"""Reads a Dockerfile into the instructions the local sandbox replays (FROM, WORKDIR, ENV, ARG, COPY/ADD, RUN)."""
+"""Reads a Dockerfile into the instructions the local sandbox replays (FROM, WORKDIR, ENV, ARG, COPY/ADD, RUN), and
+finds the images a build starts from (FROM, COPY --from) so the container backend can name them as Docker does."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ from pydantic import BaseModel
 IGNORED = {"CMD", "ENTRYPOINT", "EXPOSE", "LABEL", "VOLUME", "HEALTHCHECK", "STOPSIGNAL", "MAINTAINER",
            "ONBUILD", "USER", "SHELL"}
 REPLAYED = {"FROM", "WORKDIR", "ENV", "ARG", "COPY", "ADD", "RUN"}
+
+
+# How the local backend's refusals end: the backends that build the task's Dockerfile with a real engine.
+CONTAINER_BACKENDS = "the task needs --backend podman (or docker; in a run spec, `backend:` under `sandbox:`)"
+_FROM = re.compile(r"FROM\s+(?:--\S+\s+)*(?P<image>[^\s\\]+)(?:\s+AS\s+(?P<stage>[^\s\\]+))?", re.IGNORECASE)
+_COPY_FROM = re.compile(r"(?<=\s)--from=(?P<image>[^\s\\]+)")
+_HEREDOC = re.compile(r"<<-?\s*[\"']?(?P<word>[A-Za-z_][A-Za-z0-9_]*)[\"']?")
 
 
 class DockerfileError(ValueError):
@@ -45,12 +53,27 @@ def parse_dockerfile(path: Path) -> list[Instruction]:
         if keyword not in REPLAYED:
             raise DockerfileError(f"{where}: unknown instruction {keyword!r}")
         if "<<" in rest and keyword in {"RUN", "COPY"}:
-            raise DockerfileError(f"{where}: heredocs are not supported by the local sandbox")
+            raise DockerfileError(f"{where}: heredocs are not supported by the local backend: {CONTAINER_BACKENDS}")
         instructions.append(Instruction(line=line, keyword=keyword, args=_arguments(keyword, rest, where),
                                         text=text))
     if not any(i.keyword == "FROM" for i in instructions):
         raise DockerfileError(f"{Path(path).name}: no FROM instruction")
     return instructions
+
+
+def base_images(source: str) -> list[str]:
+    """The images a build of `source` starts from: each FROM's and each `COPY --from=`'s, in order, without the
+    names of its own stages, `scratch`, stage indexes and names an ARG fills in (the engine expands those)."""
+    return [source[start:end] for start, end in _image_spans(source)]
+
+
+def replace_base_images(source: str, names: dict[str, str]) -> str:
+    """`source` with every image `base_images` finds replaced by its entry in `names`; every other byte kept."""
+    out, last = [], 0
+    for start, end in _image_spans(source):
+        out += [source[last:start], names.get(source[start:end], source[start:end])]
+        last = end
+    return "".join(out) + source[last:]
 
 
 def substitute(text: str, variables: dict[str, str]) -> str:
@@ -99,7 +122,8 @@ def _arguments(keyword: str, rest: str, where: str) -> list[str]:
         flags = [p for p in parts if p.startswith("--")]
         paths = [p for p in parts if not p.startswith("--")]
         if any(f.startswith("--from") for f in flags):
-            raise DockerfileError(f"{where}: {keyword} --from (multi-stage builds) is not supported")
+            raise DockerfileError(f"{where}: {keyword} --from (a multi-stage build) is not supported by the local "
+                                  f"backend: {CONTAINER_BACKENDS}")
         if len(paths) < 2:
             raise DockerfileError(f"{where}: {keyword} needs a source and a destination")
         return paths
@@ -134,3 +158,42 @@ def _json_form(rest: str, where: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise DockerfileError(f"{where}: the JSON form must be a list of strings")
     return value
+
+
+def _image_spans(source: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the image names in FROM and `COPY --from=` instructions, read from each
+    instruction's first line; continuation lines, comments and heredoc bodies are passed over."""
+    escape = "`" if re.match(r"\s*#\s*escape\s*=\s*`", source) else "\\"
+    spans: list[tuple[int, int]] = []
+    stages: set[str] = set()
+    continued, heredocs, offset = False, [], 0
+    for line in source.splitlines(keepends=True):
+        text, start, offset = line.rstrip("\r\n"), offset, offset + len(line)
+        if heredocs:
+            if text.lstrip("\t") == heredocs[0]:
+                heredocs.pop(0)
+            continue
+        stripped = text.lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue  # neither starts nor ends an instruction, even between continued lines
+        if continued:
+            continued = stripped.rstrip().endswith(escape)
+            continue
+        indent = start + len(text) - len(stripped)
+        keyword = stripped.split(None, 1)[0].upper()
+        if keyword == "FROM" and (found := _FROM.match(stripped)):
+            if _an_image(found["image"], stages):
+                spans.append((indent + found.start("image"), indent + found.end("image")))
+            if found["stage"]:
+                stages.add(found["stage"].lower())
+        elif keyword == "COPY":
+            spans += [(indent + m.start("image"), indent + m.end("image")) for m in _COPY_FROM.finditer(stripped)
+                      if _an_image(m["image"], stages)]
+        if keyword in {"RUN", "COPY", "ADD"}:
+            heredocs += [m["word"] for m in _HEREDOC.finditer(stripped)]
+        continued = stripped.rstrip().endswith(escape)
+    return spans
+
+
+def _an_image(name: str, stages: set[str]) -> bool:
+    return name.lower() not in stages and name.lower() != "scratch" and "$" not in name and not name.isdigit()

@@ -58,20 +58,23 @@ class Engine:
         return ["rm", "-f", *(["-t", "0"] if self.name == "podman" else []), *containers]
 
     async def run(self, *args: str, timeout: float = 120.0, check: bool = True, stdin: bytes | None = None,
-                  env: dict[str, str] | None = None, prefix: Sequence[str] = ()) -> Completed:
+                  env: dict[str, str] | None = None, prefix: Sequence[str] = (), merged: bool = False) -> Completed:
         """One engine command to completion, its output capped; `check` raises EngineError on a non-zero exit.
-        `prefix` runs the client through another program (nsenter, for a build's own network namespace)."""
+        `prefix` runs the client through another program (nsenter, for a build's own network namespace). `merged`
+        puts stderr into stdout in the order written and keeps the end of it (a build: the failing step's output
+        is on stderr between its STEP line and the verdict)."""
         process = await asyncio.create_subprocess_exec(
             *prefix, *self.command(*args), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=client_env(env))
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE, env=client_env(env))
         try:
             stdout, stderr = await asyncio.wait_for(process.communicate(stdin), timeout)
         except asyncio.TimeoutError:
             process.kill()
             await process.wait()
             raise EngineError(f"`{self.name} {args[0]}` ran longer than {timeout:g}s") from None
-        done = Completed(process.returncode or 0, stdout[:OUTPUT_CAP_BYTES],
-                         stderr[-OUTPUT_CAP_BYTES:].decode("utf-8", "replace"))
+        stdout = stdout[-OUTPUT_CAP_BYTES:] if merged else stdout[:OUTPUT_CAP_BYTES]
+        done = Completed(process.returncode or 0, stdout,
+                         (stderr or b"")[-OUTPUT_CAP_BYTES:].decode("utf-8", "replace"))
         if check and done.code != 0:
             raise EngineError(f"`{self.name} {' '.join(args[:2])}` failed: {done.last_line()}", done.stderr)
         return done

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from sandbox import confined
 from sandbox.digests import update_with_tree
 from sandbox.dockerfile import (
+    CONTAINER_BACKENDS,
     IGNORED,
     DockerfileError,
     Instruction,
@@ -182,7 +183,9 @@ async def open_local_sandbox(task: Task, options: SandboxOptions, *, solution: b
     started = time.monotonic()
     if reasons := unsupported_locally(task):
         raise BuildError(f"task {task.task_id}: the local backend cannot honour " + "; ".join(reasons)
-                         + " (use sandbox backend podman or docker)")
+                         + f": {CONTAINER_BACKENDS}")
+    if solution and task.solution_dir is None:  # known before anything is built
+        raise FileNotFoundError(f"task {task.task_id} has no solution/solve.sh")
     built = await build_environment(task, options)
     base = Path(options.work_dir) if options.work_dir else None
     if base:
@@ -194,9 +197,7 @@ async def open_local_sandbox(task: Task, options: SandboxOptions, *, solution: b
         agent_logs = workspace / "agent-logs"
         agent_logs.mkdir()
         mounts = [Mount(source=agent_logs, target="/logs/agent")]
-        if solution:
-            if task.solution_dir is None:
-                raise FileNotFoundError(f"task {task.task_id} has no solution/solve.sh")
+        if solution and task.solution_dir is not None:
             mounts.append(Mount(source=task.solution_dir, target="/solution", writable=False))
         sandbox = await _start(task, options, workspace, built, mounts)
     except BaseException:
@@ -213,6 +214,9 @@ def unsupported_locally(task: Task) -> list[str]:
     if task.swebench is not None:  # one reason says it all: the rest follows from the image
         return [f"SWE-bench's instance image {task.swebench.image} (the Python version and the installed repository "
                 "of its conda env testbed, which the eval script activates; this host has neither)"]
+    if task.compose is not None:  # one reason says it all: the services are containers
+        return [f"environment/{task.compose.file} (its services are containers beside the task's; --backend "
+                "kubernetes runs them too)"]
     reasons = []
     if config.agent.user is not None:
         reasons.append("agent.user (everything runs as one unprivileged user)")
@@ -276,8 +280,8 @@ async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> B
         plan.host(override).mkdir(parents=True, exist_ok=True)
         plan.workdir = override
     if plan.workdir == "/":
-        raise BuildError(f"task {task.task_id}: the Dockerfile sets no WORKDIR; the local sandbox needs one "
-                         "(it is the repository the agent works in)")
+        raise BuildError(f"task {task.task_id}: the Dockerfile sets no WORKDIR, which the local backend needs (it "
+                         f"is the repository the agent works in): {CONTAINER_BACKENDS}")
     root.mkdir(parents=True, exist_ok=True)
     env = task.environment
     sandbox = await LocalSandbox.start(root, workdir=plan.first_workdir, env={},
@@ -328,8 +332,8 @@ class _Plan:
         parts = Path(container_path).parts
         if len(parts) < 2 or parts[1] in RESERVED_DIRS | HARBOR_TOP_DIRS:
             raise BuildError(f"{self.where(instruction)}: {instruction.keyword} into {container_path} is not "
-                             "supported by the local sandbox (the base root is read-only); use a directory "
-                             "such as /app or /opt")
+                             "supported by the local backend (it writes only the task's own directories over a "
+                             f"read-only base root): {CONTAINER_BACKENDS}")
 
     def prepare(self, instruction: Instruction) -> None:
         """First pass: resolve paths so every directory the build writes exists before the sandbox starts."""
@@ -352,8 +356,8 @@ class _Plan:
             else:
                 (self.root / top).mkdir(parents=True, exist_ok=True)
         if self.first_workdir == "/" and instruction.keyword == "RUN":
-            raise BuildError(f"{self.where(instruction)}: RUN before any WORKDIR would run in the read-only "
-                             "base root; add a WORKDIR first")
+            raise BuildError(f"{self.where(instruction)}: RUN before any WORKDIR is not supported by the local "
+                             f"backend (it would run in the read-only base root): {CONTAINER_BACKENDS}")
 
     async def replay(self, instruction: Instruction, sandbox: LocalSandbox) -> None:
         """Second pass, in the build sandbox: FROM recorded, files copied, RUN executed."""
@@ -362,7 +366,8 @@ class _Plan:
             self.from_image = instruction.args[0]
             self.env, self.args, self.workdir = {}, {}, "/"
         elif keyword == "FROM":
-            raise BuildError(f"{self.where(instruction)}: multi-stage builds are not supported")
+            raise BuildError(f"{self.where(instruction)}: a second FROM (a multi-stage build) is not supported by "
+                             f"the local backend: {CONTAINER_BACKENDS}")
         elif keyword in IGNORED:
             self.ignored.append(f"{instruction.line}: {instruction.text}")
         elif keyword in {"COPY", "ADD"} and instruction.line not in self.copied_early:
@@ -419,7 +424,8 @@ class _Plan:
         for pattern in instruction.args[:-1]:
             pattern = substitute(pattern, variables)
             if "://" in pattern:
-                raise BuildError(f"{self.where(instruction)}: ADD from a URL is not supported offline")
+                raise BuildError(f"{self.where(instruction)}: ADD from a URL is not supported by the local backend "
+                                 f"(it builds offline): {CONTAINER_BACKENDS}")
             # the pattern is matched below the context, whose own path may hold `[` (a task folder's name)
             matches = sorted(str(context / match) for match in glob.glob(pattern.lstrip("/"), root_dir=context,
                                                                          recursive=True))

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from sandbox import git_safe, swebench_grading
 from sandbox.harbor import resolve_host_values
-from sandbox.protocol import ExecResult, GitBaseline, OpenedSandbox, Sandbox, write_file
+from sandbox.protocol import ExecResult, GitBaseline, OpenedSandbox, Sandbox, SandboxOptions, write_file
 from sandbox.tasks import SWEBenchFacts, Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
 
@@ -36,6 +36,9 @@ class GradeResult(BaseModel):
     seconds: float
     exit_code: int | None = None
     output_tail: str = ""
+    # What the verifier could reach (`verifier_network`): "none", "internet" (what the task's environment allows,
+    # as Harbor gives it) or "outside" (the internet, never this host's or a private address: SWE-bench's grading).
+    verifier_network: str | None = None
 
 
 class GradeErrorKind:
@@ -54,6 +57,19 @@ class Verification(BaseModel):
     patch_error: str | None = None
     grade: GradeResult
     reward_document: dict | None = None  # reward.json as the verifier wrote it, or SWE-bench's report
+
+
+def verifier_network(task: Task, options: SandboxOptions | None) -> str:
+    """The network a task's verifier gets. A SWE-bench instance is graded as SWE-bench's harness grades it, with
+    network ("outside": never this host's or a private address), unless the options say "none"; its agent keeps
+    the task's none. Every other task's verifier has what its environment allows, as in Harbor: the agent's in
+    shared mode, the verifier environment's in separate mode."""
+    if task.swebench is not None and options is not None:
+        return "outside" if options.verifier_network == "swebench" else "none"
+    config = task.config
+    environment = (config.verifier_environment or task.environment) if config.verifier_mode == "separate" \
+        else task.environment
+    return "internet" if environment.allow_internet else "none"
 
 
 async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> Verification:
@@ -98,8 +114,11 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
         tail = tail or log_tail
     else:
         reward, error, detail, document = await read_reward(opened.read_verifier_file)
+    # A backend that gives a verifier other than the task's network says which (container, kubernetes).
+    network = getattr(opened, "verifier_network", None) or verifier_network(task, None)
     grade = GradeResult(resolved=reward is not None and reward >= 1, reward=reward, error=error, detail=detail,
-                        seconds=result.seconds, exit_code=result.exit_code, output_tail=tail)
+                        seconds=result.seconds, exit_code=result.exit_code, output_tail=tail,
+                        verifier_network=network)
     return Verification(patch=patch, patch_error=patch_error, grade=grade, reward_document=document)
 
 

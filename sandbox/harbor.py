@@ -1,6 +1,6 @@
 """Loads Harbor task directories (task.toml, instruction.md, environment/, tests/, solution/) into `Task`s, reading
 task.toml as Harbor reads it. A task's problems are reported all at once; what leafcost cannot honour (GPUs,
-Windows, Compose sidecars, multi-step tasks, MCP servers, skills) is refused naming the field."""
+Windows, multi-step tasks, MCP servers, skills, Compose keys it does not run) is refused naming the field."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sandbox.compose import load_compose
 from sandbox.protocol import BuildError
 from sandbox.tasks import Suite, Task, TaskConfig, TaskLoadError, unknown_keys
 
-COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml")
 HOST_TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?\}", re.DOTALL)
 # Parts of a pydantic error location that name a member of a union (`str`, `ArtifactConfig`), not a key.
 _SCALAR_TAGS = frozenset({"str", "int", "float", "bool"})
@@ -39,11 +39,18 @@ def load_harbor_task(path: Path) -> Task:
         except ValidationError as exc:
             problems += [f"task.toml: {problem}" for problem in _validation_problems(exc)]
     problems += _unsupported(path, raw or {})
+    compose, compose_problems = load_compose(path)
+    problems += compose_problems
     problems += _missing_files(path, raw or {})
     instruction = _instruction(path, problems)
     if problems or config is None:
         raise TaskFormatError(f"task {task_id}: " + "; ".join(problems))
-    return _task(path, config, instruction, sorted(unknown_keys(raw)))
+    task = _task(path, config, instruction, sorted(unknown_keys(raw)))
+    if compose is None:
+        return task
+    warnings = task.warnings + ([f"task {task_id}: environment/{compose.file} keys leafcost ignores: "
+                                 f"{', '.join(compose.ignored)}"] if compose.ignored else [])
+    return task.model_copy(update={"compose": compose, "warnings": warnings})
 
 
 def load_harbor_suite(root: Path, name: str | None = None) -> Suite:
@@ -102,14 +109,14 @@ def _instruction(path: Path, problems: list[str]) -> str:
 
 
 def _missing_files(path: Path, raw: dict[str, Any]) -> list[str]:
-    """The files Harbor needs: instruction.md and tests/test.sh unless the task is a multi-step or Windows one, and
-    a Dockerfile unless an image or a Compose file replaces it (those tasks are refused elsewhere, with why)."""
+    """The files Harbor needs: instruction.md and tests/test.sh unless the task is a multi-step or Windows one (those
+    are refused elsewhere, with why), and a Dockerfile unless an image replaces it (a Compose file does not: its
+    `main` is the task's own container)."""
     environment = _table(raw, "environment")
     missing = []
     if not (path / "instruction.md").is_file() and not raw.get("steps"):
         missing.append("missing required file instruction.md")
-    if not (path / "environment" / "Dockerfile").is_file() and not environment.get("docker_image") \
-            and not _compose_file(path):
+    if not (path / "environment" / "Dockerfile").is_file() and not environment.get("docker_image"):
         missing.append("missing required file environment/Dockerfile (or set environment.docker_image)")
     windows = str(environment.get("os", "")).lower() == "windows" or _windows_tests(path)
     if not (path / "tests" / "test.sh").is_file() and not windows and not raw.get("steps"):
@@ -125,11 +132,9 @@ def _unsupported(path: Path, raw: dict[str, Any]) -> list[str]:
     reasons += _unsupported_environment(verifier_environment, "verifier.environment")
     if _windows_tests(path) and str(_table(raw, "environment").get("os", "")).lower() != "windows":
         reasons.append("tests/test.bat without tests/test.sh is a Windows task (leafcost runs Linux containers only)")
-    if compose := _compose_file(path):
-        reasons.append(f"environment/{compose} is not supported (Compose sidecars are not started, use one "
-                       "Dockerfile)")
     if raw.get("steps"):
-        reasons.append("[[steps]] is not supported (multi-step tasks are not supported yet)")
+        reasons.append("[[steps]] is not supported (each step gives the agent a new instruction and its own "
+                       "verdict, and a Leaf episode is one instruction, five tools and one verdict)")
     return reasons
 
 
@@ -145,9 +150,11 @@ def _unsupported_environment(environment: dict[str, Any], where: str) -> list[st
     if str(environment.get("os", "")).lower() == "windows":
         reasons.append(f"{where}.os = \"windows\" is not supported (leafcost runs Linux containers only)")
     if environment.get("mcp_servers"):
-        reasons.append(f"{where}.mcp_servers is not supported (Leaf has five tools and no MCP client)")
+        reasons.append(f"{where}.mcp_servers is not supported (the agent would call the server's tools, and Leaf has "
+                       "five fixed tools and no MCP client)")
     if environment.get("skills_dir") is not None:
-        reasons.append(f"{where}.skills_dir is not supported (Leaf has no skills)")
+        reasons.append(f"{where}.skills_dir is not supported (skills are instructions an agent loads on demand, "
+                       "and Leaf's prompt and five tools have no place for them)")
     env = environment.get("env")
     for key, value in (env.items() if isinstance(env, dict) and where == "environment" else []):
         if isinstance(value, str) and HOST_TEMPLATE.fullmatch(value):
@@ -176,10 +183,6 @@ def resolve_host_values(env: dict[str, str], field: str) -> dict[str, str]:
 def _table(data: dict[str, Any], key: str) -> dict[str, Any]:
     value = data.get(key)
     return value if isinstance(value, dict) else {}
-
-
-def _compose_file(path: Path) -> str | None:
-    return next((name for name in COMPOSE_FILES if (path / "environment" / name).is_file()), None)
 
 
 def _windows_tests(path: Path) -> bool:

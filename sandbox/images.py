@@ -11,7 +11,9 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -19,17 +21,14 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from sandbox.build_network import build_network
 from sandbox.digests import update_with_tree
+from sandbox.dockerfile import base_images, replace_base_images
 from sandbox.engine import ULIMITS, Engine, EngineError
+from sandbox.image_names import is_reference, local_names, qualified
 from sandbox.protocol import BuildError, SandboxOptions
-from sandbox.tasks import EnvironmentConfig, HealthcheckConfig, Task
+from sandbox.tasks import ComposeService, EnvironmentConfig, HealthcheckConfig, Task
 
 BUILD_FORMAT = "2"  # bump when the way images are built changes, so old tags are not reused
-# The image reference grammar of distribution/reference (what Docker and Podman parse): [domain/]path[:tag][@digest].
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_DOMAIN = (r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*"
-           r"[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?")
-_REFERENCE = re.compile(rf"(?P<name>(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*)(?::[\w][\w.-]{{0,127}})?"
-                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+
 
 
 class ResolvedImage(BaseModel):
@@ -55,19 +54,13 @@ class LockedImage(BaseModel):
 
 
 class ImageLock(BaseModel):
-    """`leafcost images lock`'s file: every task's image (and separate verifier's) by ID."""
+    """`leafcost images lock`'s file: every task's image (and separate verifier's, and Compose services') by ID."""
 
     format: Literal[1] = 1
     engine: str
     tasks: dict[str, LockedImage] = Field(default_factory=dict)
     verifiers: dict[str, LockedImage] = Field(default_factory=dict)
-
-
-def is_reference(reference: str) -> bool:
-    """Whether `reference` parses as an image reference (so it can never be read as an option: none starts with
-    `-`)."""
-    found = _REFERENCE.fullmatch(reference)
-    return found is not None and len(found.group("name")) <= 255
+    services: dict[str, dict[str, LockedImage]] = Field(default_factory=dict)  # a Compose task's, by service name
 
 
 async def task_image(engine: Engine, task: Task, options: SandboxOptions) -> ResolvedImage:
@@ -81,6 +74,31 @@ async def verifier_image(engine: Engine, task: Task, options: SandboxOptions) ->
     return await _locked(engine, task, options, "verifiers", lambda: _verifier_image(engine, task))
 
 
+async def service_image(engine: Engine, task: Task, service: ComposeService,
+                        options: SandboxOptions | None = None) -> ResolvedImage:
+    """A service of the task's Compose file: built from its `build` context, else its `image` (pulled when
+    missing); held to the image lock's `services` entry when the run has a lock. Its ID joins the sandbox spec."""
+    resolved = await _service_image(engine, task, service)
+    if options is None or options.images_lock is None:
+        return resolved
+    entry = read_lock(options.images_lock).services.get(task.task_id, {}).get(service.name)
+    if entry is None:
+        raise BuildError(f"task {task.task_id}: service {service.name} is not in the image lock "
+                         f"{options.images_lock}; run `leafcost images lock` on this suite again")
+    if resolved.id != entry.id:
+        raise BuildError(f"task {task.task_id}: service {service.name}'s image {entry.image} is {resolved.id[:19]}, "
+                         f"but the image lock {options.images_lock} says {entry.id[:19]}; lock again")
+    return resolved
+
+
+async def _service_image(engine: Engine, task: Task, service: ComposeService) -> ResolvedImage:
+    if service.dockerfile is not None and service.build_context is not None:
+        return await _built(engine, task, service.dockerfile, service.build_context, "leafcost-service",
+                            task.environment)
+    assert service.image is not None  # sandbox.compose refuses a service with neither
+    return await _named(engine, task, service.image, task.environment)
+
+
 async def lock_images(engine: Engine, tasks: Sequence[Task], path: Path,
                       on_task: Callable[[Task, ResolvedImage | None, str | None], None] | None = None) -> ImageLock:
     """Resolves (builds or pulls) every task's image and writes the lock; a task whose image cannot be had is
@@ -89,7 +107,13 @@ async def lock_images(engine: Engine, tasks: Sequence[Task], path: Path,
     for task in tasks:
         try:
             image = await _agent_image(engine, task)
+            services = {service.name: await _service_image(engine, task, service)
+                        for service in (task.compose.services if task.compose else [])}
             lock.tasks[task.task_id] = LockedImage(image=image.reference, id=image.id, repo_digest=image.repo_digest)
+            if services:
+                lock.services[task.task_id] = {name: LockedImage(image=found.reference, id=found.id,
+                                                                 repo_digest=found.repo_digest)
+                                               for name, found in services.items()}
             if task.config.verifier_mode == "separate":
                 verifier = await _verifier_image(engine, task)
                 lock.verifiers[task.task_id] = LockedImage(image=verifier.reference, id=verifier.id,
@@ -129,8 +153,8 @@ async def _locked(engine: Engine, task: Task, options: SandboxOptions, kind: str
     if await _exists(engine, entry.id):
         return (await _inspect(engine, entry.id)).model_copy(update={"reference": entry.image})
     if entry.repo_digest:
-        await _pull(engine, task, entry.repo_digest, task.environment.build_timeout_sec)
-        image = await _inspect(engine, entry.repo_digest)
+        await _pull(engine, task, qualified(entry.repo_digest), task.environment.build_timeout_sec)
+        image = await _inspect(engine, qualified(entry.repo_digest))
     else:
         image = await resolve()
     if image.id != entry.id:
@@ -169,10 +193,20 @@ async def _named(engine: Engine, task: Task, reference: str, env: EnvironmentCon
                          "([registry/]name[:tag][@sha256:digest], lowercase name); correct it in task.toml")
     async with _GUARDS.setdefault(reference, asyncio.Lock()):
         if (engine.name, reference) not in _RESOLVED:
-            if not await _exists(engine, reference):
-                await _pull(engine, task, reference, env.build_timeout_sec)
-            _RESOLVED[engine.name, reference] = await _inspect(engine, reference)
+            local = await _present(engine, task, reference, env.build_timeout_sec)
+            found = await _inspect(engine, local)  # the lock keeps the task's own name beside the ID found
+            _RESOLVED[engine.name, reference] = found.model_copy(update={"reference": reference})
     return _RESOLVED[engine.name, reference]
+
+
+async def _present(engine: Engine, task: Task, reference: str, timeout: float, prefix: Sequence[str] = ()) -> str:
+    """The name under which `reference` is on this machine (see `local_names`), pulling Docker's name for it when
+    it is not: never the bare short name, which Podman resolves through registries only it is configured with."""
+    for name in local_names(reference):
+        if await _exists(engine, name):
+            return name
+    await _pull(engine, task, qualified(reference), timeout, prefix)
+    return qualified(reference)
 
 
 async def _built(engine: Engine, task: Task, dockerfile: Path, context: Path, prefix: str,
@@ -190,23 +224,78 @@ async def _built(engine: Engine, task: Task, dockerfile: Path, context: Path, pr
 async def _build(engine: Engine, task: Task, dockerfile: Path, context: Path, tag: str, timeout: float) -> None:
     # Podman's own image format drops HEALTHCHECK; Docker's keeps it.
     format_flags = ["--format", "docker"] if engine.name == "podman" else []
+    source = dockerfile.read_text(encoding="utf-8", errors="surrogateescape")
     try:
         async with build_network(engine) as network:  # its own namespace: never the host's loopback
-            done = await engine.run("build", *format_flags, *network.flags, *ULIMITS, "--label", "leafcost=1", "-t",
-                                    tag, "-f", str(dockerfile), str(context), timeout=timeout, check=False,
-                                    prefix=network.prefix)
+            # Each base under the name it has here (pulled now if missing): the engine never reads a short name.
+            names = {base: await _present(engine, task, base, timeout, network.prefix)
+                     for base in dict.fromkeys(base_images(source)) if is_reference(base)}
+            with _as_built(dockerfile, source, replace_base_images(source, names)) as built_from:
+                done = await engine.run("build", *format_flags, *network.flags, *ULIMITS, "--label", "leafcost=1",
+                                        "-t", tag, "-f", str(built_from), str(context), timeout=timeout, check=False,
+                                        prefix=network.prefix, merged=True)
     except EngineError:
         raise BuildError(f"task {task.task_id}: the image build exceeded build_timeout_sec={timeout:g}") from None
-    if done.code != 0:  # the failing step's own output is on stdout, the engine's verdict on stderr
-        raise BuildError(f"task {task.task_id}: the image build failed: {_tail(done.text, 4)} | {done.last_line()}")
+    if done.code != 0:
+        raise BuildError(f"task {task.task_id}: {build_failure(done.text, done.code)}")
 
 
-async def _pull(engine: Engine, task: Task, reference: str, timeout: float) -> None:
+BUILD_TAIL_LINES = 20
+# Where a builder's output says which instruction runs: Podman/Buildah, Docker's classic builder, BuildKit (plain).
+_STEP = re.compile(r"^(?:(?:\[\d+/\d+\] )?STEP \d+/\d+: |Step \d+/\d+ : |#\d+ \[)")  # Podman: [stage/stages]
+
+
+def build_failure(output: str, code: int) -> str:
+    """A failed build in a line (the failing step, its last line of output, the engine's verdict) and then the last
+    BUILD_TAIL_LINES lines of the build's output, the failing step's STEP line always among them."""
+    lines = [line.rstrip()[:300] for line in output.splitlines() if line.strip()]
+    steps = [index for index, line in enumerate(lines) if _STEP.match(line)]
+    verdict = next((line for line in reversed(lines) if line.startswith(("Error:", "ERROR:", "error:"))),
+                   f"exit code {code}")
+    summary = "the image build failed"
+    if steps:
+        step = steps[-1]
+        said = [line for line in lines[step + 1:] if line != verdict and not line.startswith("--> ")]
+        summary += f" at {lines[step][:200]}" + (f": {said[-1][:200]}" if said else "")
+    summary += f" ({verdict.rsplit(': ', 1)[-1][:200]})"
+    tail = lines[-BUILD_TAIL_LINES:]
+    if steps and steps[-1] < len(lines) - BUILD_TAIL_LINES:
+        tail = [lines[steps[-1]], "...", *tail[2:]]
+    return "\n".join([summary, *tail])
+
+
+@contextmanager
+def _as_built(dockerfile: Path, source: str, text: str) -> Iterator[Path]:
+    """The Dockerfile the engine reads: the task's own, or a copy with its base images renamed (beside no build
+    context, so it is never part of one)."""
+    if text == source:
+        yield dockerfile
+        return
+    with tempfile.TemporaryDirectory(prefix="leafcost-dockerfile-") as directory:
+        copy = Path(directory, "Dockerfile")
+        copy.write_text(text, encoding="utf-8", errors="surrogateescape")
+        yield copy
+
+
+# What engines say when a registry cannot be reached at all (as opposed to one that answers "not found").
+_UNREACHABLE = ("pinging container registry", "dial tcp", "no such host", "connection refused", "i/o timeout",
+                "network is unreachable", "tls handshake timeout", "x509:", "context deadline exceeded")
+
+
+async def _pull(engine: Engine, task: Task, reference: str, timeout: float, prefix: Sequence[str] = ()) -> None:
     try:
-        await engine.run("pull", "--", reference, timeout=timeout)
+        await engine.run("pull", "--", reference, timeout=timeout, prefix=prefix)
     except EngineError as exc:
-        reason = exc.stderr.strip().splitlines()[-1][:300] if exc.stderr.strip() else str(exc)
-        raise BuildError(f"task {task.task_id}: image {reference} cannot be had: {reason}") from None
+        said = exc.stderr.strip()
+        if not said or any(sign in said.lower() for sign in _UNREACHABLE):
+            mirror = ("point podman at a mirror (CONTAINERS_REGISTRIES_CONF)" if engine.name == "podman"
+                      else "give the Docker daemon a registry mirror")
+            if task.swebench is not None:
+                mirror += ", or name a mirror's instance images with --swebench-namespace"
+            raise BuildError(f"task {task.task_id}: image {reference}: not on this machine and the registry is "
+                             f"unreachable: build or load it (`{engine.name} load`), or {mirror}") from None
+        raise BuildError(f"task {task.task_id}: image {reference} cannot be pulled: "
+                         f"{said.splitlines()[-1][:300]}") from None
 
 
 async def _exists(engine: Engine, reference: str) -> bool:
@@ -260,8 +349,3 @@ def repository_name(task_id: str) -> str:
         digest = hashlib.sha256(task_id.encode("utf-8", "surrogateescape")).hexdigest()[:16]
         name = f"{name[:REPOSITORY_NAME_MAX - 17].rstrip('/._-')}-{digest}"
     return name
-
-
-def _tail(stderr: str, lines: int = 5) -> str:
-    kept = [line for line in stderr.strip().splitlines() if line.strip()][-lines:]
-    return " | ".join(kept)[-800:] or "no output"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import posixpath
 import shlex
 import time
@@ -27,15 +28,16 @@ from typing import IO, Any
 
 from sandbox.kube_exec import API_RETRIES, RETRY_STATUSES, ExecError, ExecStream, retry_pause, session_for
 from sandbox.kube_files import copy_artifact, get_file, put_file, put_tree
-from sandbox.kube_manifests import (CONTAINER, PREFIX, attempt_pod, deny_network_policy, label_key, label_value)
+from sandbox.kube_manifests import CONTAINER, PREFIX, attempt_pod, label_key, label_value, network_policies
 from sandbox.container import ARTIFACTS_DIR, ENV_NAME, PREPARE, RESET_VERIFIER
 from sandbox.git_safe import baseline_from_facts
+from sandbox.grading import verifier_network
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
 from sandbox.protocol import (BuildError, ExecResult, GitBaseline, SandboxError, SandboxOptions, SandboxSpec,
                               verifier_file)
 from sandbox.runner_client import RUNNER_IN_SANDBOX, RunnerClient
 from sandbox.runner_sandbox import RunnerSandbox
-from sandbox.tasks import EnvironmentConfig, Task
+from sandbox.tasks import ComposeService, EnvironmentConfig, Task
 from sandbox.tool_runner import STREAM_CAP_BYTES
 
 API_THREADS = 16  # the official client is synchronous: its calls run here, never on the event loop
@@ -134,13 +136,13 @@ class KubeCluster:
     async def _create_policy(self) -> None:
         from kubernetes.client.exceptions import ApiException
 
-        policy = deny_network_policy(self.namespace)
-        try:
-            await self.call(self.networking.create_namespaced_network_policy, self.namespace, policy)
-        except ApiException as exc:
-            if exc.status != 409:  # 409: it is there already
-                raise SandboxError(f"cannot create NetworkPolicy {policy['metadata']['name']} in namespace "
-                                   f"{self.namespace}: HTTP {exc.status} {exc.reason}") from None
+        for policy in network_policies(self.namespace):
+            try:
+                await self.call(self.networking.create_namespaced_network_policy, self.namespace, policy)
+            except ApiException as exc:
+                if exc.status != 409:  # 409: it is there already
+                    raise SandboxError(f"cannot create NetworkPolicy {policy['metadata']['name']} in namespace "
+                                       f"{self.namespace}: HTTP {exc.status} {exc.reason}") from None
 
     async def exec(self, pod: str, command: list[str], *, stdin: bool) -> ExecStream:
         return await ExecStream.open(self.session, self.configuration, self.namespace, pod, CONTAINER, command,
@@ -196,10 +198,51 @@ def client_configuration(options: SandboxOptions):
     configuration = client.Configuration()
     if options.kubeconfig is None and options.kube_context is None and _in_cluster():
         config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config(config_file=str(options.kubeconfig) if options.kubeconfig else None,
-                                context=options.kube_context, client_configuration=configuration)
+        return configuration
+    files = kubeconfig_files(options)
+    if not any(Path(name).expanduser().is_file() for name in files):
+        raise SandboxError(_no_kubeconfig(options, files))
+    try:
+        config.load_kube_config(config_file=os.pathsep.join(files), context=options.kube_context,
+                                client_configuration=configuration)
+    except Exception as exc:  # noqa: BLE001 - not YAML, not a kubeconfig, or without the context asked for
+        raise SandboxError(f"kubeconfig {os.pathsep.join(files)}: {_first_line(exc)}: fix it, or point KUBECONFIG "
+                           "at another") from None
     return configuration
+
+
+def kubeconfig_files(options: SandboxOptions) -> list[str]:
+    """Where the kubeconfig is looked for, as kubectl looks: the one the spec names, else every file $KUBECONFIG
+    lists, else ~/.kube/config (read now: the client's own default was read when it was imported)."""
+    if options.kubeconfig is not None:
+        return [str(options.kubeconfig)]
+    listed = [name for name in os.environ.get("KUBECONFIG", "").split(os.pathsep) if name]
+    return listed or ["~/.kube/config"]
+
+
+def _first_line(exc: Exception) -> str:
+    """A loader's error in one line: YAML's problem and where, or the message's first line."""
+    mark = getattr(exc, "problem_mark", None)
+    if getattr(exc, "problem", None) and mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"  # type: ignore[attr-defined]
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _unreachable(exc: Exception) -> bool:
+    """The API server never answered (urllib3 gave up connecting), as opposed to answering with a refusal."""
+    from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+    return isinstance(exc, (MaxRetryError, NewConnectionError, ConnectionError, TimeoutError))
+
+
+def _no_kubeconfig(options: SandboxOptions, files: list[str]) -> str:
+    if options.kubeconfig is not None:
+        return f"no kubeconfig at {options.kubeconfig}: fix the spec's sandbox.kubernetes.kubeconfig"
+    if os.environ.get("KUBECONFIG", "").strip(os.pathsep):
+        return (f"no kubeconfig: $KUBECONFIG names {', '.join(files)}, and none exists: point KUBECONFIG at your "
+                "cluster's kubeconfig")
+    return ("no kubeconfig: set KUBECONFIG to your cluster's kubeconfig, or put it at ~/.kube/config (or run "
+            "leafcost inside a cluster)")
 
 
 # By event loop object, not its id: a later loop can reuse a dead one's id, and its session and semaphores belong to
@@ -328,10 +371,12 @@ class PodOpened:
         self.start_seconds = 0.0
         verifier_user = task.config.verifier.user
         self.verifier_user: str | None = "root" if verifier_user is None else str(verifier_user)  # as Harbor's
+        self.verifier_network = verifier_network(task, options)
         self.agent_user = None if task.config.agent.user is None else str(task.config.agent.user)
         self.run_as = pod_user(task)
         self.pod = f"leafcost-{uuid.uuid4().hex[:16]}"  # the agent's
         self.pods: list[str] = []  # every pod created for the attempt, removed at close
+        self.services: list[tuple[ComposeService, str, str]] = []  # a Compose task's sidecars: image, pull policy
         self.sandbox: PodSandbox
         self.workdir = "/"
         self.has_python = False
@@ -348,6 +393,9 @@ class PodOpened:
         if solution and self.task.solution_dir is None:
             raise FileNotFoundError(f"task {self.task.task_id} has no solution/solve.sh")
         environment = self.task.environment
+        if self.task.compose is not None:  # the Compose file's environment of `main`; task.toml's env wins
+            env = {**self.task.compose.main_environment, **environment.env}
+            environment = environment.model_copy(update={"env": env})
         await self._make_pod(self.pod, self.image, self.pull_policy, environment, role="agent")
         prepared = await self._root(self.pod, _PREPARE, timeout=300)
         facts = prepared.facts()
@@ -407,11 +455,13 @@ class PodOpened:
     async def _make_pod(self, name: str, image: str, pull_policy: str, environment: EnvironmentConfig, *,
                         role: str) -> None:
         """One pod of the attempt, created and waited for until its container is ready."""
-        if not environment.allow_internet:
+        network = self.verifier_network if role == "verifier" else None
+        if not environment.allow_internet or network == "outside":  # the namespace's policies, both kinds
             await self.cluster.ensure_no_network_policy()
         manifest = attempt_pod(name=name, namespace=self.cluster.namespace, image=image, environment=environment,
                                workdir=_workdir(environment), labels={**self.labels, "leafcost.role": role},
-                               spec_hash=self.spec_hash, deadline_sec=_deadline(self.task), run_as=self.run_as)
+                               spec_hash=self.spec_hash, deadline_sec=_deadline(self.task), run_as=self.run_as,
+                               network=network, services=self.services if role == "agent" else ())
         manifest["spec"]["containers"][0]["imagePullPolicy"] = pull_policy
         if not environment.workdir:
             del manifest["spec"]["containers"][0]["workingDir"]  # the image's own WORKDIR
@@ -480,11 +530,14 @@ async def open_kube_sandbox(task: Task, options: SandboxOptions, *, solution: bo
     started = time.monotonic()
     cluster = cluster_for(options)
     image, pull_policy = locked_image(task, options)
+    services = locked_services(task, options)
     env = task.environment
-    spec = SandboxSpec(backend="kubernetes", isolation="kubernetes", image=image, network=env.allow_internet,
+    identity = " ".join([image, *(f"{service.name}={reference}" for service, reference, _ in services)])
+    spec = SandboxSpec(backend="kubernetes", isolation="kubernetes", image=identity, network=env.allow_internet,
                        cpus=env.cpus, memory_mb=env.memory_mb, pids=env.pids, limits_via="kubernetes",
                        tool_runner_version=RUNNER_VERSION, leaf_tools_sha256=LEAF_TOOLS_SHA256)
     opened = PodOpened(cluster, task, options, image, pull_policy, labels or {}, spec)
+    opened.services = services
     try:
         await opened.open(solution)
     except BaseException:
@@ -521,6 +574,23 @@ def locked_image(task: Task, options: SandboxOptions, kind: str = "tasks") -> tu
     return (entry.repo_digest, "IfNotPresent") if entry.repo_digest else (entry.id, "Never")
 
 
+def locked_services(task: Task, options: SandboxOptions) -> list[tuple[ComposeService, str, str]]:
+    """A Compose task's services, each with its image from the lock's `services` entry (as `locked_image`) and its
+    pull policy, in start order: the pod's sidecars."""
+    from sandbox.images import read_lock
+
+    if task.compose is None or not task.compose.services or options.images_lock is None:
+        return []
+    entries = read_lock(options.images_lock).services.get(task.task_id, {})
+    found = []
+    for service in task.compose.services:
+        if (entry := entries.get(service.name)) is None:
+            raise BuildError(f"task {task.task_id}: service {service.name} is not in the image lock "
+                             f"{options.images_lock}; run `leafcost images lock` on this suite again")
+        found.append((service, *((entry.repo_digest, "IfNotPresent") if entry.repo_digest else (entry.id, "Never"))))
+    return found
+
+
 def remove_run_pods(options: SandboxOptions, run_id: str | None) -> list[str]:
     """The pods (and only those) a killed process of this run left: deleted by label selector."""
     if run_id is None:
@@ -543,12 +613,16 @@ def remove_run_pods(options: SandboxOptions, run_id: str | None) -> list[str]:
 
 def require_cluster(options: SandboxOptions) -> None:
     """Refuses a run whose cluster cannot be reached or whose namespace cannot be listed, saying which."""
+    configuration = client_configuration(options)  # a SandboxError of its own when there is no kubeconfig
     try:
         from kubernetes import client
 
-        client.CoreV1Api(client.ApiClient(client_configuration(options))).list_namespaced_pod(options.kube_namespace, limit=1,
+        client.CoreV1Api(client.ApiClient(configuration)).list_namespaced_pod(options.kube_namespace, limit=1,
                                                                               _request_timeout=30)
     except Exception as exc:  # noqa: BLE001 - any failure here means the run cannot use this cluster
+        if _unreachable(exc):
+            raise SandboxError(f"cannot reach the cluster at {configuration.host}: is it running? check the "
+                               "kubeconfig's current context (or name another in sandbox.kubernetes.context)") from None
         raise SandboxError(f"the kubernetes backend cannot use namespace {options.kube_namespace!r}: "
                            f"{type(exc).__name__}: {str(exc).strip()[:300]}") from None
     if options.images_lock is None:

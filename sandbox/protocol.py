@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-BACKENDS = ("local", "podman", "docker", "kubernetes")
+from sandbox.backends import BackendName
 
 
 class SandboxError(RuntimeError):
@@ -52,7 +52,7 @@ def default_cache_dir() -> Path:
 class SandboxOptions(BaseModel):
     """How sandboxes are made on this machine; identical for every arm of a run."""
 
-    backend: Literal["local", "podman", "docker", "kubernetes"] = Field(
+    backend: BackendName = Field(
         "local", description="'local' (bubblewrap over the host), a container engine driven by its CLI, or pods")
     base_root: str = Field("host", description="local: 'host' (the host's system directories) or a root directory")
     extra_ro_binds: list[str] = Field(default_factory=list,
@@ -65,6 +65,9 @@ class SandboxOptions(BaseModel):
     kube_namespace: str = "default"
     kube_create_limit: int = Field(16, gt=0, description="kubernetes: pods being created (until scheduled) at once")
     kube_delete_limit: int = Field(16, gt=0, description="kubernetes: pods being deleted at once")
+    verifier_network: Literal["swebench", "none"] = Field(
+        "swebench", description="a SWE-bench instance's verifier: 'swebench' grades with network as SWE-bench's "
+        "harness does (the internet, never this host's or a private address), 'none' offline")
     cache_dir: Path = Field(default_factory=lambda: default_cache_dir())
     work_dir: Path | None = None
 

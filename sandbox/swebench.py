@@ -32,6 +32,9 @@ DEFAULT_NAMESPACE = "swebench"
 DEFAULT_TAG = "latest"
 # What a row needs since swebench 5.0 moved each instance's evaluation out of the package into the dataset.
 EVALUATION_FIELDS = ("eval_script", "log_parser")
+# What swebench's harness reads of every row besides (`make_test_spec`: row["image"], row["eval_type"]): a row
+# without them stops its evaluation with a KeyError; leafcost refuses that row alone.
+HARNESS_FIELDS = ("image", "eval_type")
 
 
 class SWEBenchImages(BaseModel):
@@ -59,10 +62,10 @@ class SWEBenchInstance(BaseModel):
     test_patch: str = Field(min_length=1)
     FAIL_TO_PASS: list[str] = Field(min_length=1)
     PASS_TO_PASS: list[str]
-    image: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]*$", max_length=400)
+    image: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]*$", max_length=400)
     eval_script: str = Field(min_length=1)
     log_parser: str
-    eval_type: str | None = None
+    eval_type: str
     image_assets: Any = None
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
@@ -106,8 +109,8 @@ class SWEBenchInstance(BaseModel):
 
     @field_validator("eval_type")
     @classmethod
-    def _known_eval_type(cls, value: str | None) -> str | None:
-        if value is not None and value not in swebench_grading.eval_type_names():
+    def _known_eval_type(cls, value: str) -> str:
+        if value not in swebench_grading.eval_type_names():
             raise ValueError(f"must be one of {', '.join(sorted(swebench_grading.eval_type_names()))}")
         return value
 
@@ -163,7 +166,7 @@ def image_name(instance_id: str, namespace: str | None = DEFAULT_NAMESPACE, tag:
 
 def instance_image(instance: SWEBenchInstance, images: SWEBenchImages) -> str:
     """The row's own image unless the run names the images itself."""
-    if instance.image and images.namespace is None and images.tag is None:
+    if images.namespace is None and images.tag is None:
         return instance.image
     namespace = images.namespace or DEFAULT_NAMESPACE
     return image_name(instance.instance_id, None if namespace == "none" else namespace, images.tag or DEFAULT_TAG)
@@ -219,6 +222,11 @@ def _validate(raw: Any, where: str) -> SWEBenchInstance:
             f"{swebench_grading.SWEBENCH_VERSION} reads them from the dataset. Export the current rows, e.g. "
             "python -c \"import datasets; datasets.load_dataset('SWE-bench/SWE-bench_Verified', split='test')"
             ".to_json('verified.jsonl')\"")
+    if absent := [field for field in HARNESS_FIELDS if not raw.get(field)]:
+        raise _InstanceError(
+            f"{name}: no {' and no '.join(absent)}: swebench {swebench_grading.SWEBENCH_VERSION}'s harness refuses a "
+            "row without it (make_test_spec reads every row's image and eval_type); export the rows again with "
+            "every column of the published dataset")
     try:
         return SWEBenchInstance.model_validate(raw)
     except ValidationError as exc:
@@ -228,10 +236,7 @@ def _validate(raw: Any, where: str) -> SWEBenchInstance:
 def _load_instance(instance: SWEBenchInstance, images: SWEBenchImages, cache_root: Path) -> Task:
     facts = SWEBenchFacts(
         instance_id=instance.instance_id, repo=instance.repo, version=instance.version,
-        image=instance_image(instance, images), log_parser=instance.log_parser,
-        # swebench 5 rows always say; older exports may not: SWE-bench's own rule by repository then.
-        eval_type=instance.eval_type or ("fail_only" if instance.repo in swebench_grading.fail_only_repos()
-                                         else "pass_and_fail"),
+        image=instance_image(instance, images), log_parser=instance.log_parser, eval_type=instance.eval_type,
         fail_to_pass=instance.FAIL_TO_PASS, pass_to_pass=instance.PASS_TO_PASS,
         test_files=reward_hacking.touched_paths(instance.test_patch))
     directory = cache_root / f"{instance.instance_id}-{_content_hash(instance, facts)}"

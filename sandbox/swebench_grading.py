@@ -71,10 +71,6 @@ def eval_type_names() -> frozenset[str]:
     return frozenset(kind.value for kind in swebench().constants.EvalType)
 
 
-def fail_only_repos() -> frozenset[str]:
-    return frozenset(swebench().constants.FAIL_ONLY_REPOS)
-
-
 def eval_script(dataset_script: str) -> str:
     """The eval script as SWE-bench's harness runs it: the dataset's, with the test command's own exit status
     recorded after the end marker (`record_test_exit_code`), which grading cross-checks against the log."""

@@ -232,6 +232,45 @@ class TaskConfig(HarborModel):
         return self.verifier.environment or self.environment.model_copy(deep=True)
 
 
+class ComposeService(BaseModel):
+    """One service of a task's environment/docker-compose.yaml beside the main container, as leafcost runs it: only
+    the Compose keys below are honoured (sandbox/compose.py refuses the others that change behaviour)."""
+
+    name: str  # its Compose name: the host name the other containers reach it by
+    image: str | None = None  # run as it is (pulled when missing) ...
+    build_context: Path | None = None  # ... or built from this directory, inside the task's folder
+    dockerfile: Path | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+    entrypoint: list[str] | None = None  # [] resets the image's ENTRYPOINT
+    command: list[str] | None = None
+    user: str | None = None
+    working_dir: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    healthcheck: HealthcheckConfig | None = None  # must pass before the next service (and the agent) starts
+    cpus: float | None = None  # bounded by the task's [environment] cpus and memory_mb
+    memory_mb: int | None = None
+
+    def limits(self, environment: EnvironmentConfig) -> tuple[float, int]:
+        """Its CPUs and memory: what the Compose file asks, never more than the task's own container gets."""
+        cpus = min(self.cpus or environment.cpus, environment.cpus)
+        return cpus, min(self.memory_mb or environment.memory_mb, environment.memory_mb)
+
+
+class ComposeEnvironment(BaseModel):
+    """A task's Compose environment: the services started before the main container, in start order (each after
+    what it depends on), and what the file asks of the main container itself."""
+
+    file: str  # docker-compose.yaml or .yml, under environment/
+    services: list[ComposeService]
+    main_environment: dict[str, str] = Field(default_factory=dict)  # services.main.environment
+    ignored: list[str] = Field(default_factory=list)  # harmless keys read and ignored (services.db.restart, ...)
+
+    @property
+    def host_names(self) -> list[str]:
+        """Every name a container of the attempt resolves to the attempt's own loopback: the services and main."""
+        return ["main", *(service.name for service in self.services)]
+
+
 class SWEBenchFacts(BaseModel):
     """What SWE-bench's grading needs of an instance (its TestSpec without the script): with these, the verifier's
     log is graded on the host by swebench's own parser and report instead of a reward file."""
@@ -261,7 +300,8 @@ class Task(BaseModel):
     tests_dir: Path
     solution_dir: Path | None
     verifier_dockerfile: Path | None = None  # tests/Dockerfile, built for a separate verifier
-    warnings: list[str] = Field(default_factory=list)  # at most one line: task.toml keys Harbor does not know
+    warnings: list[str] = Field(default_factory=list)  # task.toml keys Harbor does not know; Compose keys ignored
+    compose: ComposeEnvironment | None = None  # environment/docker-compose.yaml: services beside the main container
     swebench: SWEBenchFacts | None = None  # a SWE-bench instance: graded on the patch alone, as SWE-bench grades it
 
     @property

@@ -2,7 +2,8 @@
 registry is reachable here or in CI: `localhost/debian:bookworm` (debootstrap, then `podman import`) and one
 toolchain image built from it and tagged with every name the tests' Dockerfiles use in `FROM`, and the base of
 the SWE-bench-like instance images (tests/swebench_images.py builds those on it).
-The toolchain image is a stand-in: Debian's python3 3.11 for python:3.11(-slim), nodejs 18 for node:20-slim.
+The toolchain image is a stand-in: Debian's python3 3.11 for python:3.11(-slim) (and python:3.13-slim), nodejs 18 for
+node:20-slim.
 
 Podman's own storage is the cache: when the images are present this costs two `podman image inspect` calls. A lock
 file keeps two test processes from making them at once. Standard library only, so any test or script can use it.
@@ -24,8 +25,12 @@ from pathlib import Path
 BASE_IMAGE = "localhost/debian:bookworm"
 BASE_ALIASES = ("docker.io/library/debian:bookworm",)
 TOOLCHAIN_IMAGE = "localhost/leafcost-test/toolchain:bookworm"
+# Docker's names for what the tests' `FROM`s say (`python:3.11-slim` is docker.io/library/python:3.11-slim). The last
+# two are only for the tests of how short names are read: python:3.13-slim as real tasks name it, and a `user/name`
+# that no short-name alias of Podman's covers.
 TOOLCHAIN_ALIASES = ("docker.io/library/python:3.11-slim", "docker.io/library/python:3.11",
-                     "docker.io/library/node:20-slim", "docker.io/library/gcc:12")
+                     "docker.io/library/node:20-slim", "docker.io/library/gcc:12",
+                     "docker.io/library/python:3.13-slim", "docker.io/leafcost-test/short-name:1")
 TOOLCHAIN_DOCKERFILE = Path(__file__).parent / "images" / "toolchain" / "Dockerfile"
 SWEBENCH_BASE_IMAGE = "localhost/leafcost-test/swebench-base:bookworm"
 SWEBENCH_BASE_DOCKERFILE = Path(__file__).parent / "images" / "swebench" / "Dockerfile"

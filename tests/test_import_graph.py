@@ -1,7 +1,8 @@
 """The dependency rules of DESIGN.md, read from the code: `compare` may import `adapters` and `sandbox`, `reports`
 may import `compare`, `adapters` and `sandbox` import neither each other nor `compare`, and only the composition
 root (the CLI and the server) imports `reports`. And no two modules need each other at run time: every import,
-at the top or inside a function, counts; imports only for type checkers do not."""
+at the top or inside a function, counts; imports only for type checkers do not. No module
+imports another one's private (underscored) name."""
 
 from __future__ import annotations
 
@@ -99,6 +100,27 @@ def test_dependencies_point_the_way_design_says():
 
 def test_no_two_modules_need_each_other_at_run_time():
     assert cycles(graph()) == []
+
+
+def private_imports(path: Path, module: str) -> list[str]:
+    """`from other import _name` in `path`, anywhere in it: a name another module needs is its shared API (no
+    underscore), or belongs in the one module that uses it."""
+    return [f"{module}:{node.lineno}: from {node.module} import {alias.name}"
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+            and node.level == 0 and (node.module or "").split(".")[0] in PACKAGES and node.module != module
+            for alias in node.names if alias.name.startswith("_")]
+
+
+def test_no_module_imports_another_modules_private_name():
+    assert [found for name, path in modules().items() for found in private_imports(path, name)] == []
+
+
+def test_the_checker_finds_a_private_import_anywhere_but_not_a_public_or_foreign_one(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("from compare.ledger.opening import _duckdb, default_db_path\nfrom os import _exit\n"
+                      "def f():\n    from compare.arms.sglang import _hourly\nfrom compare.m import _own\n")
+    assert private_imports(source, "compare.m") == ["compare.m:1: from compare.ledger.opening import _duckdb",
+                                                    "compare.m:4: from compare.arms.sglang import _hourly"]
 
 
 def test_the_checker_finds_a_cycle_and_a_wrong_direction():

@@ -23,6 +23,7 @@ from compare.api.models import (
     RunItem,
     Tokens,
 )
+from compare.episode_list import EpisodeFilter, count_episodes, episode_costs, find_episode, list_episodes
 from compare.ledger import LedgerAccess, fetch_rows
 from compare.trajectory_files import read_trajectory
 
@@ -64,31 +65,28 @@ def ledger_routes(access: LedgerAccess) -> APIRouter:
                  exit_reason: str | None = Query(None, description="only attempts that ended this way"),
                  final: bool = Query(True, description="the attempts that count (true) or the retried ones"),
                  limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=2**31 - 1)) -> EpisodePage:
-        where, params = _episode_filter(run_id, arm, task, resolved, exit_reason, final)
+        chosen = EpisodeFilter(arm=arm, task=task, resolved=resolved, exit_reason=exit_reason, final=final)
         with access.reading() as conn:
             run = run_state(conn, run_id)
             if arm is not None:
                 run.require_arms([arm])
-            total = conn.execute(f"SELECT count(*) FROM episodes WHERE {where}", params).fetchone()[0]
-            rows = fetch_rows(conn, f"SELECT * FROM episodes WHERE {where} ORDER BY arm, task_id, seed, attempt, "
-                               "episode_id LIMIT ? OFFSET ?", [*params, limit, offset])
-            costs = _episode_costs(conn, run_id, [r["episode_id"] for r in rows])
+            total = count_episodes(conn, run_id, chosen)
+            rows = list_episodes(conn, run_id, chosen, limit=limit, offset=offset)
         return EpisodePage(total=total, limit=limit, offset=offset,
-                           episodes=[_episode(row, costs.get(row["episode_id"])) for row in rows])
+                           episodes=[_episode(row, row["cost_usd"]) for row in rows])
 
     @router.get("/runs/{run_id}/episodes/{episode_id:path}", response_model=EpisodeDetail, responses=NOT_FOUND,
                 summary="One attempt: its row, every model call, and its trajectory file")
     def episode(run_id: str, episode_id: str) -> EpisodeDetail:
         with access.reading() as conn:
             run_state(conn, run_id)
-            row = _find_episode(conn, run_id, episode_id)
+            row = find_episode(conn, run_id, episode_id)
             if row is None:
                 raise ApiError(404, f"run {run_id} has no episode {episode_id!r} (ids look like "
                                     f"{run_id}/ARM/TASK/s0/a1; GET /runs/{run_id}/episodes lists them)")
             calls = fetch_rows(conn, f"SELECT {', '.join(ModelCall.model_fields)} FROM model_calls "
                                "WHERE episode_id = ? ORDER BY step, attempt, call_id", [row["episode_id"]])
-        cost = sum(c["cost_usd"] for c in calls if c["cost_usd"] is not None) if any(
-            c["cost_usd"] is not None for c in calls) else None
+            cost = episode_costs(conn, run_id, [row["episode_id"]]).get(row["episode_id"])  # as the list sums it
         trajectory, reason = read_trajectory(access.path, row["trajectory_path"])
         return EpisodeDetail(episode=EpisodeFull(**_episode(row, cost).model_dump(), **{
                                  k: row[k] for k in EpisodeFull.model_fields if k not in EpisodeRow.model_fields}),
@@ -96,34 +94,6 @@ def ledger_routes(access: LedgerAccess) -> APIRouter:
                              trajectory_reason=reason)
 
     return router
-
-
-def _episode_filter(run_id: str, arm: str | None, task: str | None, resolved: bool | None,
-                    exit_reason: str | None, final: bool) -> tuple[str, list[Any]]:
-    clauses, params = ["run_id = ?", "final = ?"], [run_id, final]
-    for clause, value in (("arm = ?", arm), ("task_id = ?", task), ("coalesce(resolved, false) = ?", resolved),
-                          ("exit_reason = ?", exit_reason)):
-        if value is not None:
-            clauses.append(clause)
-            params.append(value)
-    return " AND ".join(clauses), params
-
-
-def _find_episode(conn, run_id: str, episode_id: str) -> dict[str, Any] | None:
-    """Episode ids start with the run id (run/arm/task/s0/a1); the part after it names the attempt too."""
-    for candidate in (episode_id, f"{run_id}/{episode_id}"):
-        rows = fetch_rows(conn, "SELECT * FROM episodes WHERE run_id = ? AND episode_id = ?", [run_id, candidate])
-        if rows:
-            return rows[0]
-    return None
-
-
-def _episode_costs(conn, run_id: str, episode_ids: list[str]) -> dict[str, float | None]:
-    if not episode_ids:
-        return {}
-    rows = conn.execute("SELECT episode_id, sum(cost_usd) FROM model_calls WHERE run_id = ? AND episode_id IN "
-                        "(SELECT unnest(?::VARCHAR[])) GROUP BY episode_id", [run_id, episode_ids]).fetchall()
-    return dict(rows)
 
 
 def _episode(row: dict[str, Any], cost: float | None) -> EpisodeRow:

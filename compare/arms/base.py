@@ -133,5 +133,10 @@ class ArmSpec(StrictModel):
 
     def reprice(self, entry: WhatIfPrices) -> Prices | float:
         """A what-if price sheet's entry for this arm as new token prices (arms billed by tokens) or a new hourly
-        rate (by lease); ValueError saying what this kind takes otherwise."""
+        rate (by lease); ValueError saying what this kind takes otherwise. Every lease-billed kind takes an hourly
+        rate, so that rule is here; kinds billed by tokens override this."""
+        if self.billing == "lease":
+            if entry.usd_per_hour is None:
+                raise ValueError("a self-hosted arm is priced by the hour: give usd_per_hour")
+            return entry.usd_per_hour
         raise ValueError(f"the {self.adapter} arm has no prices to change")  # type: ignore[attr-defined]

@@ -6,8 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from compare.arms.base import MAX_USD_PER_HOUR, ArmSpec, Prices
-from compare.arms.sglang import _hourly
+from compare.arms.base import MAX_USD_PER_HOUR, ArmSpec
 
 
 class LocalArm(ArmSpec):
@@ -30,6 +29,3 @@ class LocalArm(ArmSpec):
 
     def price_sheet(self) -> dict[str, Any]:
         return {**super().price_sheet(), "source": "lease", "usd_per_hour": self.machine_usd_per_hour}
-
-    def reprice(self, entry) -> Prices | float:
-        return _hourly(entry.usd_per_hour)

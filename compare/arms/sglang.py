@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from compare.arms.base import MAX_USD_PER_HOUR, ArmSpec, Prices, StrictModel
+from compare.arms.base import MAX_USD_PER_HOUR, ArmSpec, StrictModel
 
 
 class GpuLeaseSpec(StrictModel):
@@ -85,12 +85,3 @@ class SglangArm(ArmSpec):
     def price_sheet(self) -> dict[str, Any]:
         return {**super().price_sheet(), "source": "lease", "usd_per_hour": self.gpu.usd_per_hour,
                 "gpus": self.gpu.count, "gpu_type": self.gpu.type}
-
-    def reprice(self, entry) -> Prices | float:
-        return _hourly(entry.usd_per_hour)
-
-
-def _hourly(usd_per_hour: float | None) -> float:
-    if usd_per_hour is None:
-        raise ValueError("a self-hosted arm is priced by the hour: give usd_per_hour")
-    return usd_per_hour

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from compare.ledger.errors import LedgerError
-from compare.ledger.schema import _FINISH_SQL
+from compare.ledger.schema import FINISH_SQL
 
 if TYPE_CHECKING:
     import duckdb
@@ -27,7 +27,7 @@ _ID_COLUMNS = {"model_calls": ("call_id", "model_calls_call_id_seq"),
                "gpu_leases": ("lease_id", "gpu_leases_lease_id_seq")}
 
 
-class _GroupCommit:
+class GroupCommit:
     """Commits what the queue brings, on the writable connection, until it brings None."""
 
     def __init__(self, conn: duckdb.DuckDBPyConnection):
@@ -35,7 +35,7 @@ class _GroupCommit:
         self._types = _column_types(conn)
         self._ids = {table: _IdPool(sequence) for table, (_, sequence) in _ID_COLUMNS.items()}
 
-    def run(self, ops_queue: queue.SimpleQueue[_Op | None]) -> None:
+    def run(self, ops_queue: queue.SimpleQueue[Op | None]) -> None:
         """Returns once it has taken None (what was queued before it is committed first)."""
         stopping = False
         while not stopping:
@@ -59,7 +59,7 @@ class _GroupCommit:
                 if not isinstance(exc, Exception):
                     raise
 
-    def _commit(self, ops: list[_Op]) -> None:
+    def _commit(self, ops: list[Op]) -> None:
         """One transaction for the whole group; if it fails, each operation alone, so one bad operation
         fails only its own caller. Waiters are woken after COMMIT, once per event loop per group."""
         if not ops:
@@ -73,18 +73,18 @@ class _GroupCommit:
                 settled = [self._commit_alone(op) for op in ops]
         _wake(settled)
 
-    def _commit_alone(self, op: _Op) -> tuple[_Op, Any, Exception | None]:
+    def _commit_alone(self, op: Op) -> tuple[Op, Any, Exception | None]:
         try:
             [result] = self._transaction([op])
         except Exception as exc:
             return op, None, _as_ledger_error(op.name, exc)
         return op, result, None
 
-    def _transaction(self, ops: list[_Op]) -> list[Any]:
+    def _transaction(self, ops: list[Op]) -> list[Any]:
         conn = self._conn
         conn.execute("BEGIN TRANSACTION")
         try:
-            batch = _Batch(conn, self._types, self._ids)
+            batch = Batch(conn, self._types, self._ids)
             outcomes = [op.apply(batch) for op in ops]
             batch.flush()
             conn.execute("COMMIT")
@@ -100,15 +100,17 @@ class _GroupCommit:
 
 
 @dataclass
-class _Op:
+class Op:
+    """One queued write: `apply` runs inside a batch's transaction; `future` settles once it commits."""
+
     name: str
-    apply: Callable[[_Batch], Any]
+    apply: Callable[[Batch], Any]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
     awaited: bool = True  # False: queued to commit with later operations (its future is checked later, if ever)
 
 
-def _window(op: _Op | None) -> float:
+def _window(op: Op | None) -> float:
     """How much longer the group may wait for company once `op` is in it (None: the ledger is closing)."""
     if op is None:
         return 0.0
@@ -121,7 +123,7 @@ class _Slot:
     value: Any = None
 
 
-class _Batch:
+class Batch:
     """The operations of one transaction. Appends are buffered per table and inserted column-wise (one INSERT
     of unnested lists per table: DuckDB's executemany runs row by row, about 500 rows/s here); every other
     statement first flushes the buffers, so the transaction sees operations in their order."""
@@ -183,7 +185,7 @@ class _Batch:
         columns = tuple(finishes[0])
         values = [list(column) for column in zip(*(tuple(f.values()) for f in finishes))]
         done = {episode_id for (episode_id,) in self._conn.execute(
-            _FINISH_SQL.format(unnest=self._unnest("episodes", columns)), values).fetchall()}
+            FINISH_SQL.format(unnest=self._unnest("episodes", columns)), values).fetchall()}
         missing = [f["episode_id"] for f in finishes if f["episode_id"] not in done]
         if missing:
             raise LedgerError(f"episode {missing[0]!r} is not running (unknown, or already finished)")
@@ -214,7 +216,7 @@ class _IdPool:
         self._free = []
 
 
-def _wake(settled: Sequence[tuple[_Op, Any, Exception | None]]) -> None:
+def _wake(settled: Sequence[tuple[Op, Any, Exception | None]]) -> None:
     by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, Exception | None]]] = {}
     for op, result, error in settled:
         by_loop.setdefault(op.loop, []).append((op.future, result, error))

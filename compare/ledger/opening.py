@@ -26,9 +26,9 @@ def migrate(conn: duckdb.DuckDBPyConnection, path: Path | str, steps: Sequence[s
     """Applies the steps this file lacks, all in one transaction (a failing step leaves the file as it was).
     Returns the version reached. Refuses a file from a newer leafcost and a DuckDB file that is not a ledger."""
     steps = MIGRATIONS if steps is None else steps
-    version = _schema_version(conn, path)
+    version = schema_version(conn, path)
     if version > len(steps):
-        raise _version_error(Path(path), version, read_only=False, known=len(steps))
+        raise version_error(Path(path), version, read_only=False, known=len(steps))
     if version == len(steps):
         return version
     conn.execute("BEGIN TRANSACTION")
@@ -45,14 +45,15 @@ def migrate(conn: duckdb.DuckDBPyConnection, path: Path | str, steps: Sequence[s
     return len(steps)
 
 
-def _open_writable(path: Path) -> duckdb.DuckDBPyConnection:
-    duckdb = _duckdb()
+def open_writable(path: Path) -> duckdb.DuckDBPyConnection:
+    """The run's one writable connection, in UTC, migrated to this leafcost's schema."""
+    duckdb = import_duckdb()
     if not path.parent.exists():
         raise LedgerError(f"{path}: the folder {path.parent} does not exist")
     try:
         conn = duckdb.connect(str(path))
     except duckdb.Error as exc:
-        raise _open_error(path, exc, writing=True) from None
+        raise open_error(path, exc, writing=True) from None
     try:
         conn.execute("SET TimeZone = 'UTC'")
         migrate(conn, path)
@@ -62,7 +63,8 @@ def _open_writable(path: Path) -> duckdb.DuckDBPyConnection:
     return conn
 
 
-def _schema_version(conn: duckdb.DuckDBPyConnection, path: Path | str) -> int:
+def schema_version(conn: duckdb.DuckDBPyConnection, path: Path | str) -> int:
+    """The file's schema version (0: an empty file); refuses a DuckDB file that is not a ledger."""
     tables = {name for (name,) in conn.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
     if "meta" not in tables:
@@ -77,17 +79,19 @@ def _schema_version(conn: duckdb.DuckDBPyConnection, path: Path | str) -> int:
     return int(rows[0][0])
 
 
-def _version_error(path: Path, version: int, *, read_only: bool, known: int | None = None) -> LedgerError:
+def version_error(path: Path, version: int, *, read_only: bool, known: int | None = None) -> LedgerError:
+    """What to do about a file whose schema is newer (upgrade leafcost) or older (open it once for writing)."""
     known = SCHEMA_VERSION if known is None else known
     if version > known:
         return LedgerError(f"{path}: written by a newer leafcost (ledger schema version {version}; this leafcost "
-                           f"{_leafcost_version()} knows up to {known}). Upgrade leafcost to use this file")
+                           f"{installed_version()} knows up to {known}). Upgrade leafcost to use this file")
     assert read_only
     return LedgerOutdated(f"{path}: ledger schema version {version} is older than this leafcost's ({known}); open it "
                        "once for writing (any `leafcost run`, or compare.ledger.Ledger.open) to upgrade it")
 
 
-def _open_error(path: Path, exc: Exception, *, writing: bool) -> LedgerError:
+def open_error(path: Path, exc: Exception, *, writing: bool) -> LedgerError:
+    """DuckDB's failure to open the file, as what to do (a lock names the process holding it)."""
     message = str(exc)
     if "lock" in message.lower():
         match = re.search(r"PID (\d+)", message)
@@ -106,14 +110,16 @@ def _open_error(path: Path, exc: Exception, *, writing: bool) -> LedgerError:
     return LedgerError(f"{path}: cannot open the ledger: {message}")
 
 
-def _leafcost_version() -> str:
+def installed_version() -> str:
+    """This leafcost's version, as installed ("unknown" when run from a bare checkout)."""
     try:
         return metadata.version("leafcost")
     except metadata.PackageNotFoundError:
         return "unknown"
 
 
-def _duckdb():
+def import_duckdb():
+    """The duckdb module, imported on first use."""
     import duckdb  # ~0.4 s: imported where used, never at leafcost's import
 
     return duckdb

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from compare.ledger.errors import LedgerError
-from compare.ledger.opening import _duckdb, _open_error, _schema_version, _version_error, default_db_path
+from compare.ledger.opening import default_db_path, import_duckdb, open_error, schema_version, version_error
 from compare.ledger.schema import SCHEMA_VERSION, RunStatus
 from compare.spec import RunSpec
 
@@ -23,19 +23,19 @@ if TYPE_CHECKING:
 def connect_read_only(path: Path | str | None = None) -> duckdb.DuckDBPyConnection:
     """A read-only connection for another process (reports, the CLI), with timestamps shown in UTC. Raises
     LedgerBusy while a run writes the file: DuckDB allows no other opener then, read-only included."""
-    duckdb = _duckdb()
+    duckdb = import_duckdb()
     path = Path(path) if path is not None else default_db_path()
     if not path.exists():
         raise LedgerError(f"{path}: no ledger here (run `leafcost run` first, or pass --db / set LEAFCOST_DB)")
     try:
         conn = duckdb.connect(str(path), read_only=True)
     except duckdb.Error as exc:
-        raise _open_error(path, exc, writing=False) from None
+        raise open_error(path, exc, writing=False) from None
     try:
         conn.execute("SET TimeZone = 'UTC'")
-        version = _schema_version(conn, path)
+        version = schema_version(conn, path)
         if version != SCHEMA_VERSION:
-            raise _version_error(path, version, read_only=True)
+            raise version_error(path, version, read_only=True)
     except BaseException:
         conn.close()
         raise

@@ -343,7 +343,7 @@ MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS), _ROUTER_MODEL_COL
                          _ANSWER_TRUNCATED_COLUMN]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-_ARM_TOTALS_SQL = """
+ARM_TOTALS_SQL = """
 SELECT arm, sum(done)::BIGINT, sum(resolved)::BIGINT, sum(errors)::BIGINT, sum(cost)::DOUBLE FROM (
     SELECT arm, count(*) AS done, count(*) FILTER (WHERE resolved) AS resolved,
            count(*) FILTER (WHERE errors) AS errors,
@@ -359,7 +359,7 @@ SELECT arm, sum(done)::BIGINT, sum(resolved)::BIGINT, sum(errors)::BIGINT, sum(c
 """
 _TOKEN_SETS = ", ".join(f"{c} = c.{c}" for c in ("prompt_tokens", "cached_tokens", "completion_tokens",
                                                  "reasoning_tokens", "model_calls"))
-_FINISH_SQL = """
+FINISH_SQL = """
 UPDATE episodes AS e SET status = 'finished', exit_reason = f.exit_reason, resolved = f.resolved,
     reward = f.reward, final = f.final, n_steps = f.n_steps, grade_error = f.grade_error,
     error_detail = f.error_detail, infra_error = f.infra_error, harness_error = f.harness_error,
@@ -382,7 +382,7 @@ LEFT JOIN (
 WHERE e.episode_id = f.episode_id AND e.status = 'running'
 RETURNING e.episode_id
 """
-_INTERRUPT_SQL = f"""
+INTERRUPT_SQL = f"""
 UPDATE episodes AS e SET status = 'finished', exit_reason = 'interrupted', infra_error = true, final = false,
     resolved = false,
     error_detail = 'the run stopped while this attempt was running (the process crashed or was killed)',

@@ -22,13 +22,13 @@ from pydantic import BaseModel
 
 from adapters.base import CallAttempt, CallIntent, Lease, ServerSample, ToolCall, utcnow
 from adapters.answers import valid_text
-from compare.ledger.batching import _Batch, _GroupCommit, _Op
+from compare.ledger.batching import Batch, GroupCommit, Op
 from compare.ledger.credentials import check_no_secrets, redact_secrets
 from compare.ledger.errors import LedgerBusy, LedgerError
 from compare.ledger.intent_journal import IntentJournal, journal_path, take_in
-from compare.ledger.opening import _leafcost_version, _open_writable, default_db_path
+from compare.ledger.opening import default_db_path, installed_version, open_writable
 from compare.ledger.reading import RunRecord, fetch_rows
-from compare.ledger.schema import _ARM_TOTALS_SQL, _INTERRUPT_SQL, ArmStatus, RunStatus
+from compare.ledger.schema import ARM_TOTALS_SQL, INTERRUPT_SQL, ArmStatus, RunStatus
 from compare.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class Ledger:
     def __init__(self, path: Path):
         self.path = path
         self._key = str(path.resolve())
-        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Op | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._closed = False
         self._read_lock = threading.Lock()
@@ -117,12 +117,12 @@ class Ledger:
         row = {"run_id": run_id, "name": spec.name, "created_at": at, "updated_at": at, "status": "running",
                "spec_json": spec_json, "spec_sha256": spec_sha256 or spec.digest(), "suite": spec.suite,
                "task_ids": _json(list(task_ids)), "seeds": spec.seeds,
-               "leafcost_version": leafcost_version or _leafcost_version(), "sandbox_options": _json(options)}
+               "leafcost_version": leafcost_version or installed_version(), "sandbox_options": _json(options)}
         await self._write("create_run", lambda batch: batch.append("runs", row))
 
     async def set_strict_grading(self, run_id: str) -> None:
         """From now on the run's figures count flagged attempts (episodes.flagged) as not resolved."""
-        def apply(batch: _Batch) -> None:
+        def apply(batch: Batch) -> None:
             batch.update_one("runs", "run_id = ?", [run_id], {"strict_grading": True}, what=f"run {run_id!r}")
         await self._write("set_strict_grading", apply)
 
@@ -131,7 +131,7 @@ class Ledger:
         A value that looks like a key is stored as "[redacted]"."""
         changes = {"status": status, "status_reason": redact_secrets(reason), "updated_at": utcnow()}
 
-        def apply(batch: _Batch) -> None:
+        def apply(batch: Batch) -> None:
             batch.update_one("runs", "run_id = ?", [run_id], changes, what=f"run {run_id!r}")
         await self._write("set_run_status", apply)
 
@@ -152,7 +152,7 @@ class Ledger:
                "warnings": _json(list(warnings)), "status": status, "status_reason": status_reason,
                "started_at": _utc(started_at) or utcnow(), "ended_at": None}
 
-        def apply(batch: _Batch) -> None:
+        def apply(batch: Batch) -> None:
             names = ", ".join(row)
             updates = ", ".join(f"{k} = excluded.{k}" for k in row if k not in {"run_id", "arm", "started_at"})
             batch.execute(f"INSERT INTO arms ({names}) VALUES ({', '.join('?' * len(row))}) "
@@ -172,7 +172,7 @@ class Ledger:
         if not changes:
             return
 
-        def apply(batch: _Batch) -> None:
+        def apply(batch: Batch) -> None:
             batch.update_one("arms", "run_id = ? AND arm = ?", [run_id, arm], changes,
                              what=f"arm {arm!r} of run {run_id!r}")
         await self._write("update_arm", apply)
@@ -296,7 +296,7 @@ class Ledger:
                "hack_paths": None if hack_paths is None else _json(hack_paths), "flagged": flagged}
         row = _storable(row)  # error_detail and grade_error quote what a model or a log said
 
-        def apply(batch: _Batch) -> None:
+        def apply(batch: Batch) -> None:
             batch.finish(row)
         await self._write("finish_episode", apply)
         self._episodes.pop(episode_id, None)
@@ -316,7 +316,7 @@ class Ledger:
         return lease_id
 
     async def close_lease(self, lease_id: int, ended_at: datetime) -> None:
-        def apply(batch: _Batch) -> None:
+        def apply(batch: Batch) -> None:
             done = batch.execute("UPDATE gpu_leases SET ended_at = ? WHERE lease_id = ? AND ended_at IS NULL "
                                  "RETURNING lease_id", [_utc(ended_at), lease_id]).fetchall()
             if not done:
@@ -333,7 +333,7 @@ class Ledger:
         if not ids:
             return 0
 
-        def apply(batch: _Batch) -> int:
+        def apply(batch: Batch) -> int:
             return len(batch.execute(
                 "UPDATE gpu_leases SET heartbeat_at = greatest(coalesce(heartbeat_at, started_at), ?) "
                 "WHERE list_contains(?::BIGINT[], lease_id) AND ended_at IS NULL RETURNING lease_id",
@@ -347,7 +347,7 @@ class Ledger:
         one process opens it once. Returns how many were closed."""
         held = sorted(self._held_leases)
 
-        def apply(batch: _Batch) -> int:
+        def apply(batch: Batch) -> int:
             return len(batch.execute(
                 "UPDATE gpu_leases SET ended_at = greatest(started_at, coalesce(heartbeat_at, started_at)) "
                 "WHERE (? IS NULL OR run_id = ?) AND ended_at IS NULL AND NOT list_contains(?::BIGINT[], lease_id) "
@@ -360,7 +360,7 @@ class Ledger:
         rows = [{"run_id": run_id, "arm": arm, "taken_at": taken_at, "metric": metric, "value": float(value)}
                 for metric, value in sample.values.items()]
 
-        def apply(batch: _Batch) -> int:
+        def apply(batch: Batch) -> int:
             for row in rows:
                 batch.append("server_samples", row)
             return len(rows)
@@ -377,7 +377,7 @@ class Ledger:
     async def arm_totals(self, run_id: str) -> dict[str, ArmTotals]:
         """Per arm, the final attempts recorded by every process that ran this run (what a resumed run prints).
         Arms with no finished final attempt and no priced call are absent."""
-        rows = await self._aread(_ARM_TOTALS_SQL, [run_id])
+        rows = await self._aread(ARM_TOTALS_SQL, [run_id])
         return {arm: ArmTotals(done=done, resolved=resolved, errors=errors, calls_cost_usd=cost)
                 for arm, done, resolved, errors, cost in rows}
 
@@ -390,8 +390,8 @@ class Ledger:
     async def interrupt_running(self, run_id: str) -> int:
         """Attempts a crash left 'running' become finished: exit_reason 'interrupted', infra_error, not final
         (so they are retried). Their calls' tokens are summed in; ended_at is their last recorded activity."""
-        def apply(batch: _Batch) -> int:
-            rows = batch.execute(_INTERRUPT_SQL, [run_id]).fetchall()
+        def apply(batch: Batch) -> int:
+            rows = batch.execute(INTERRUPT_SQL, [run_id]).fetchall()
             return len(rows)
         return await self._write("interrupt_running", apply)
 
@@ -464,16 +464,16 @@ class Ledger:
 
     # internals --------------------------------------------------------------------------------------------
 
-    async def _write(self, name: str, apply: Callable[[_Batch], Any]) -> Any:
+    async def _write(self, name: str, apply: Callable[[Batch], Any]) -> Any:
         return await self._submit(name, apply, awaited=True)
 
-    def _submit(self, name: str, apply: Callable[[_Batch], Any], *, awaited: bool) -> asyncio.Future[Any]:
+    def _submit(self, name: str, apply: Callable[[Batch], Any], *, awaited: bool) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._enqueue(_Op(name, apply, future, loop, awaited))
+        self._enqueue(Op(name, apply, future, loop, awaited))
         return future
 
-    def _enqueue(self, op: _Op) -> None:
+    def _enqueue(self, op: Op) -> None:
         with self._lock:
             if self._closed:
                 raise LedgerError(f"{self.path}: the ledger is closed")
@@ -502,12 +502,12 @@ class Ledger:
 
     def _write_loop(self) -> None:
         try:
-            self._conn = _open_writable(self.path)
+            self._conn = open_writable(self.path)
             take_in(self._conn, journal_path(self.path))  # what a killed writer left only in the journal
             self._journal = IntentJournal(journal_path(self.path))
             self._reader = self._conn.cursor()
             self._reader.execute("SET TimeZone = 'UTC'")
-            engine = _GroupCommit(self._conn)
+            engine = GroupCommit(self._conn)
         except BaseException as exc:
             self._closed = True
             self._ready.set_exception(exc)

@@ -306,7 +306,7 @@ def test_unreachable_router_fails_at_start_and_at_chat():
         asyncio.run(adapter.start())
     error = chat_error(adapter)
     assert at_start.value.kind == "unreachable" and error.kind == "unreachable"
-    assert [a.status for a in error.attempts] == ["connection_error"] and "ConnectionRefusedError" in str(error)
+    assert [a.status for a in error.attempts] == ["connection_error"] and "(connection refused)" in str(error)
 
 
 def test_wrong_base_url_is_a_configuration_error_at_the_first_call():

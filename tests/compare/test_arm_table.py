@@ -9,7 +9,7 @@ import re
 import pytest
 
 from compare import arm_table
-from compare.arm_table import ARM_COLUMNS, CLI_COLUMNS, Column, arm_cells, columns
+from compare.arm_table import ARM_COLUMNS, CLI_COLUMNS, CLI_WIDE_COLUMNS, Column, arm_cells, columns
 from compare.cli_results import _print_summary
 from reports.report import _html_table, render_markdown
 from reports.web import _arm_table
@@ -40,8 +40,10 @@ def test_every_column_is_a_documented_field_with_a_unique_key():
     assert len({c.key for c in ARM_COLUMNS}) == len(ARM_COLUMNS)
     for column in ARM_COLUMNS:
         assert column.description, column.key  # KeyError when the path names no documented field
-    shown = [key for entry in CLI_COLUMNS for key in ((entry,) if isinstance(entry, str) else entry)]
-    assert set(shown) <= {c.key for c in ARM_COLUMNS}
+    for cli in (CLI_COLUMNS, CLI_WIDE_COLUMNS):
+        shown = [key for entry in cli for key in ((entry,) if isinstance(entry, str) else entry)]
+        assert set(shown) <= {c.key for c in ARM_COLUMNS}
+    assert set(CLI_COLUMNS) <= set(CLI_WIDE_COLUMNS)  # --wide adds columns, never takes one away
     with pytest.raises(KeyError, match="no documented field 'cost_usd.nope'"):
         Column("nope", "nope", "cost_usd.nope", "usd").description
 
@@ -58,22 +60,29 @@ def test_cells_format_each_figure_and_keep_its_number():
     assert [c.key for c in arm_cells(arm(), ("kind", "arm"))] == ["arm", "kind"]  # the registry's order
 
 
-def test_every_renderer_shows_the_registrys_columns(capsys):
+def test_every_renderer_shows_the_registrys_columns(capsys, monkeypatch):
     labels = [c.label for c in ARM_COLUMNS]
     assert headers_of(_html_table([arm()])) == labels
     assert headers_of(_arm_table({"arms": [arm()]})) == labels
     markdown = render_markdown({"run_id": "r", "run_status": "finished", "arms": [arm()]}, [], _Provenance(), [])
     assert "| " + " | ".join(labels) + " |" in markdown
-    _print_summary({"run_id": "r", "arms": [arm()]})
+    monkeypatch.setenv("COLUMNS", "250")
+    _print_summary({"run_id": "r", "arms": [arm()]}, wide=True)
     printed = capsys.readouterr().out
     assert "$0.0490" in printed and "$0.00100" in printed and "lease /" in printed  # tokens / lease / sandbox
     assert "gpt-x" not in printed  # the model is not among the CLI's columns
+    _print_summary({"run_id": "r", "arms": [arm()]})
+    printed = capsys.readouterr().out
+    assert "$0.0125" in printed and "$0.0490" not in printed  # by default: no cost split
+    assert "[no CI]" in printed  # an interval's text, not a Rich style (which printed nothing)
+    assert "hosted: of its final attempts, 16.7% infra errors" in printed  # no column for it: a note
 
 
 def test_a_column_added_to_the_registry_appears_in_every_renderer(monkeypatch, capsys):
     retries = Column("retries", "RETRIES", "attempts_including_retries", "count")
     monkeypatch.setattr(arm_table, "ARM_COLUMNS", (*ARM_COLUMNS, retries))
     monkeypatch.setattr(arm_table, "CLI_COLUMNS", (*CLI_COLUMNS, "retries"))
+    monkeypatch.setenv("COLUMNS", "250")
     assert columns()[-1] is retries
     html = _html_table([arm()])
     assert headers_of(html)[-1] == "RETRIES" and 'data-key="retries" data-value="7"' in html

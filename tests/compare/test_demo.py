@@ -1,5 +1,6 @@
 """`leafcost demo --with-router` (`make demo` without the router arm): the real local model server, real
-sandboxes, a real ledger, and litellm's real proxy server in front of a second local model server."""
+sandboxes, a real ledger, and litellm's real proxy server in front of a second local model server. And the next
+steps the demo prints, typed as they run on this machine."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ import duckdb
 import pytest
 
 from adapters.litellm_proxy import free_port
+from compare.demo import leafcost_program, next_steps
 from conftest import leafcost_serve
-
-pytestmark = pytest.mark.slow  # end to end: make test-fast leaves it out
+from test_docs import check_command_line
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_demo_runs_oracle_local_model_and_a_real_router_and_names_the_missing_router_key(tmp_path):
     environment = {k: v for k, v in os.environ.items() if k != "ROUTER_API_KEY"}
     environment["LEAFCOST_DEMO_ROUTER_PORT"] = str(free_port())
@@ -84,3 +86,49 @@ def test_demo_runs_oracle_local_model_and_a_real_router_and_names_the_missing_ro
         with urllib.request.urlopen(f"{base}/run/{run_id}", timeout=60) as answer:
             run_page = answer.read().decode()
         assert all(f'data-arm="{arm}"' in run_page for arm in ("oracle", "local-smol", "router-smol"))
+    # Printed (not --json), the demo ends with its next steps, typed as they run here: leafcost is not on PATH.
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "leafcost").exists())
+    again = subprocess.run([str(LEAFCOST), "demo", "--with-router", "--resume", run_id, "--db", str(db)],
+                           capture_output=True, text=True, env={**environment, "PATH": path}, timeout=600, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.splitlines()[-3:] == [
+        *next_steps(run_id, str(db), str(LEAFCOST)),
+        f"leafcost is not on your PATH: run `make install` or use {LEAFCOST}"]
+
+
+def _command(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_next_steps_name_the_venvs_leafcost_until_it_is_on_path(tmp_path):
+    this = _command(tmp_path / ".venv" / "bin" / "leafcost")
+    assert leafcost_program({"PATH": str(tmp_path / "empty")}, this=this, cwd=tmp_path) == (
+        ".venv/bin/leafcost", "leafcost is not on your PATH: run `make install` or use .venv/bin/leafcost")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert leafcost_program({"PATH": ""}, this=this, cwd=elsewhere)[0] == str(this)  # outside cwd: absolute
+    assert leafcost_program({"PATH": ""}, this=this, cwd=this.parent)[0] == "./leafcost"  # never a bare name
+
+    bindir = tmp_path / "bin"  # what make install makes: a link to the venv's command
+    bindir.mkdir()
+    (bindir / "leafcost").symlink_to(this)
+    assert leafcost_program({"PATH": f"{tmp_path / 'empty'}:{bindir}"}, this=this, cwd=tmp_path) == ("leafcost", None)
+
+    other = _command(tmp_path / "other" / "leafcost")  # first on PATH: another install
+    assert leafcost_program({"PATH": f"{other.parent}:{bindir}"}, this=this, cwd=tmp_path) == (
+        ".venv/bin/leafcost", f"the leafcost on your PATH is {other}, not this one: run `make install` or use "
+                              ".venv/bin/leafcost")
+    # Not started as an installed command (python -m ...): plain leafcost, no advice to give.
+    assert leafcost_program({"PATH": ""}, this=tmp_path / "none" / "leafcost") == ("leafcost", None)
+
+
+@pytest.mark.parametrize("program", ["leafcost", ".venv/bin/leafcost"])
+def test_the_next_steps_are_real_commands(program):
+    lines = next_steps("demo-20261202-155805-213b", "leafcost.duckdb", program)
+    commands = [line.split(": ", 1)[1].split("   (")[0] for line in lines]
+    assert all(command.startswith(f"{program} ") for command in commands)
+    assert [check_command_line(command, "next steps") for command in commands] == [[], []]
+    assert {command.split()[1] for command in commands} == {"serve", "report"}

@@ -56,7 +56,7 @@ def test_the_documented_spec_works_as_written(tmp_path):
 @pytest.mark.parametrize("change, message", [
     (("seeds: 2", "seedz: 2"), "spec.yaml: seedz: unknown field"),
     (("usd_per_hour: 3.50", "usd_per_hour: cheap"), "arms.0.gpu.usd_per_hour: Input should be a valid number"),
-    (("adapter: router", "adapter: routr"), "arms.1: Input tag 'routr'"),
+    (("adapter: router", "adapter: routr"), "arms.1.adapter: unknown adapter 'routr': choose one of local, oracle,"),
     (("api_key_env: ROUTER_API_KEY", "api_key: sk-live-123"), "arms.1.api_key: unknown field (never put a key"),
     (("name: hosted", "name: frognano"), "arm names must be unique; repeated: frognano"),
     (("max_steps: 20", "max_steps: -1"), "budgets.max_steps: Input should be greater than 0"),
@@ -71,10 +71,13 @@ def test_mistakes_are_named_by_field_path(tmp_path, change, message):
 
 
 def test_invalid_yaml_and_missing_file(tmp_path):
-    with pytest.raises(SpecError, match="not valid YAML"):
+    with pytest.raises(SpecError, match=r"spec.yaml line 2, column 1: expected ',' or '\]', but got '<stream end>' "
+                       r"\(while parsing a flow sequence opened at line 1, column 7\): fix the YAML$"):
         load_run_spec(write(tmp_path, "name: [unclosed\n"))
-    with pytest.raises(SpecError, match="cannot read"):
+    with pytest.raises(SpecError, match="absent.yaml: no such file: check the path$"):
         load_run_spec(tmp_path / "absent.yaml")
+    with pytest.raises(SpecError, match=": a directory, not a file: name the YAML file$"):
+        load_run_spec(tmp_path)
     with pytest.raises(SpecError, match="a run spec is a mapping"):
         load_run_spec(write(tmp_path, "- just\n- a list\n"))
 

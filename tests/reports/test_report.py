@@ -95,6 +95,66 @@ def test_every_file_is_written(written):
     assert not (written["out"] / "predictions" / "oracle.jsonl").exists()
 
 
+def test_no_two_report_files_are_the_same(written):
+    contents = {path.read_bytes(): name for name, path in written["files"].items()}
+    assert len(contents) == len(written["files"])
+
+
+@pytest.fixture(scope="module")
+def one_seed_run(tmp_path_factory):
+    """A finished one-seed run with an arm skipped before any attempt (as the demo skips `hosted` without a key):
+    `hosted` (a router arm against a scripted OpenAI server), `absent` (skipped) and `oracle`, on one task.
+    Returns (db, run_id, report files)."""
+    import asyncio
+
+    from conftest import SOLVE_SCRIPT, _write_calc_task
+    from support.sglang_fake import ScriptedServer
+
+    from compare.ledger import Ledger
+    from compare.runner import Runner
+    from compare.spec import parse_run_spec
+
+    root = tmp_path_factory.mktemp("one-seed-run")
+    _write_calc_task(root / "tasks" / "calc-a", "a - b")
+    db = root / "ledger.duckdb"
+    with pytest.MonkeyPatch.context() as env, ScriptedServer(SOLVE_SCRIPT) as openai:
+        env.setenv("LEAFCOST_TEST_REPORT_KEY", "sk-test-report-key-0001")
+        router = {"adapter": "router", "model": "hosted-gpt", "base_url": openai.base_url, "max_retries": 0,
+                  "allow_unlisted_model": True, "prices": {"input": 1.25, "output": 10.0}}
+        spec = parse_run_spec({
+            "name": "one-seed", "suite": str(root / "tasks"), "seeds": 1, "workers": 2, "max_attempts": 1,
+            "budgets": {"max_steps": 4, "time_budget_sec": 120},
+            "arms": [{"name": "hosted", "api_key_env": "LEAFCOST_TEST_REPORT_KEY", **router},
+                     {"name": "absent", "api_key_env": "LEAFCOST_TEST_REPORT_UNSET_KEY", **router},
+                     {"name": "oracle", "adapter": "oracle"}]})
+        ledger = Ledger.open(db)
+        try:
+            skipped = {"absent": "no key: set LEAFCOST_TEST_REPORT_UNSET_KEY"}
+            runner = Runner(spec, ledger, db_path=db, skip_arms=skipped)
+            summary = asyncio.run(runner.run())
+        finally:
+            ledger.close()
+    assert summary.status == "finished"
+    return db, summary.run_id, write_report(db, summary.run_id, root / "report")
+
+
+def test_one_seed_writes_one_predictions_file_and_a_skipped_arm_none(one_seed_run):
+    """With one seed `<arm>.jsonl` is already what SWE-bench's harness takes: no identical per-seed copy. A
+    skipped arm predicted nothing: no empty file stands in for it, and the notes say why."""
+    db, run_id, files = one_seed_run
+    assert sorted(name for name in files if name.startswith("predictions/")) == ["predictions/hosted.jsonl"]
+    out = files["report.html"].parent
+    assert sorted(p.name for p in (out / "predictions").iterdir()) == ["hosted.jsonl"]
+    lines = [json.loads(line) for line in files["predictions/hosted.jsonl"].read_text().splitlines()]
+    assert [(line["instance_id"], line["seed"]) for line in lines] == [("calc-a", 0)]
+    assert "a + b" in lines[0]["model_patch"]
+    contents = {path.read_bytes() for path in files.values()}
+    assert len(contents) == len(files)  # no two report files are the same
+    note = "absent: no predictions file: the arm was skipped and ran no attempt"
+    assert f"- {note}" in files["summary.md"].read_text().splitlines()
+    assert note in Page(files["report.html"].read_text()).text
+
+
 def test_html_is_self_contained(written):
     html = (written["out"] / "report.html").read_text()
     page = Page(html)
@@ -188,8 +248,8 @@ def test_notes_carry_every_reason_and_the_lost_trajectory(written):
     for reason in reasons:
         assert " ".join(reason.split()) in html_text, reason
         assert reason.replace("|", "\\|") in markdown, reason
-    assert "unpriced: 1 final attempts have no readable trajectory file" in html_text
-    assert "unpriced: 1 final attempts have no readable trajectory file" in markdown
+    assert "unpriced: 1 final attempt has no readable trajectory file" in html_text
+    assert "unpriced: 1 final attempt has no readable trajectory file" in markdown
 
 
 def test_provenance_footer(written):

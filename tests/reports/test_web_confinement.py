@@ -99,8 +99,13 @@ def test_a_genuine_trajectory_in_the_folder_is_shown_by_both(crafted):
     client, run_id, episodes = crafted
     page = client.get(f"/run/{run_id}/episode/{episodes['genuine']}")
     assert page.status_code == 200 and "a genuine step" in page.text and "step 0" in page.text
+    assert "1 call, cost" in page.text and "2 steps" in page.text  # counted in words: never "1 calls"
     api = client.get(f"/runs/{run_id}/episodes/{episodes['genuine']}").json()
     assert api["trajectory"]["output_patch"] == "+a genuine step\n"
+    # the attempt's id after the run id names it on the page as in the API (one lookup, compare.episode_list)
+    short = episodes["genuine"].removeprefix(f"{run_id}/")
+    assert client.get(f"/run/{run_id}/episode/{short}").text == page.text
+    assert client.get(f"/runs/{run_id}/episodes/{short}").json() == api
 
 
 def test_an_oddly_shaped_trajectory_renders_instead_of_failing(crafted):

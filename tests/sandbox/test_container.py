@@ -7,6 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,8 @@ def test_harbor_fixtures_validate_through_podman_and_a_gpu_task_is_refused(podma
                             capture_output=True, text=True, timeout=1800, cwd=tmp_path)
     report = json.loads(result.stdout)
     verdicts = {task["task_id"]: (task["valid"], task["error"]) for task in report["tasks"]}
-    expected = {"apt-user", "copy-top-file", "healthcheck", "multi-reward", "multi-stage", "separate-verifier",
-                "unknown-key", "workdir-env"}
+    expected = {"apt-user", "compose-service", "copy-top-file", "healthcheck", "multi-reward", "multi-stage",
+                "separate-verifier", "unknown-key", "workdir-env"}
     assert {name for name, (valid, _) in verdicts.items() if valid} == expected, verdicts
     assert "environment.gpus = 1 is not supported" in verdicts["gpu-task"][1]
     assert "task unknown-key: task.toml keys Harbor does not know, ignored: environment.colour, owner" in result.stderr
@@ -152,10 +153,15 @@ def test_images_that_cannot_be_had_fail_in_one_line_naming_the_cause(podman, mak
     named = make_task("named-image")
     named.config.environment.docker_image = "localhost/leafcost-absent:latest"
     results = [run(validate_task(task, podman)) for task in (missing, broken, named)]
-    assert "localhost/no-such-image" in results[0].error and "image build failed" in results[0].error
-    assert "building" in results[1].error and "exit" in results[1].error
-    assert "image localhost/leafcost-absent:latest cannot be had" in results[2].error
-    assert all("\n" not in result.error for result in results)
+    assert "image localhost/no-such-image:1: not on this machine and the registry is unreachable" in results[0].error
+    assert "image localhost/leafcost-absent:latest: not on this machine" in results[2].error
+    assert "\n" not in results[0].error and "\n" not in results[2].error
+    # a failed build: one line on what failed, then the build's last lines
+    summary, *tail = results[1].error.splitlines()
+    assert summary == ("BuildError: task broken-build: the image build failed at STEP 2/3: RUN echo building; exit 3: "
+                       "building (exit status 3)")
+    assert tail[-3:] == ["STEP 2/3: RUN echo building; exit 3", "building",
+                         'Error: building at STEP "RUN echo building; exit 3": while running runtime: exit status 3']
 
 
 def test_a_healthcheck_that_never_passes_is_a_task_error(podman, make_task):
@@ -237,3 +243,17 @@ def test_the_images_own_healthcheck_holds_the_agent_back_until_its_entrypoint_is
     task = make_task("image-healthcheck", files={"environment/Dockerfile": dockerfile})
 
     assert run(exec_once(task, podman, "test -f /tmp/ready && echo ready")).stdout == "ready\n"
+
+
+def test_the_oracle_of_a_task_without_a_solution_is_refused_before_its_image_is_built(podman, make_task):
+    def built() -> set[str]:
+        return set(subprocess.run(engine("podman").command("images", "-q", "--filter",
+                                                           "reference=leafcost-env/oracle-no-solution"),
+                                  capture_output=True, text=True, check=True).stdout.split())
+
+    before = built()
+    task = make_task("oracle-no-solution", files={"solution/solve.sh": None, "environment/Dockerfile": (
+        f"FROM python:3.11-slim\nWORKDIR /app\nRUN echo {uuid.uuid4().hex}\n")})  # a build would be a new image
+    with pytest.raises(FileNotFoundError, match="task oracle-no-solution has no solution/solve.sh"):
+        run(open_sandbox(task, podman, solution=True))
+    assert built() == before

@@ -12,8 +12,8 @@ from sandbox.suites import SuiteError
 from sandbox.tasks import TaskConfig, unknown_keys
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harbor"
-RUNNABLE_FIXTURES = ("apt-user", "copy-top-file", "healthcheck", "multi-reward", "multi-stage", "separate-verifier",
-                     "unknown-key", "workdir-env")
+RUNNABLE_FIXTURES = ("apt-user", "compose-service", "copy-top-file", "healthcheck", "multi-reward", "multi-stage",
+                     "separate-verifier", "unknown-key", "workdir-env")
 
 GOOD_TOML = """
 version = "1.0"
@@ -353,10 +353,12 @@ def test_everything_leafcost_cannot_honour_is_listed_together(tmp_path):
         "environment.gpu_types is not supported (leafcost has no GPU/TPU backend)",
         "environment.tpu is not supported (leafcost has no GPU/TPU backend)",
         'environment.os = "windows" is not supported (leafcost runs Linux containers only)',
-        "environment.mcp_servers is not supported (Leaf has five tools and no MCP client)",
-        "environment.skills_dir is not supported (Leaf has no skills)",
-        "environment/docker-compose.yaml is not supported (Compose sidecars are not started, use one Dockerfile)",
-        "[[steps]] is not supported (multi-step tasks are not supported yet)",
+        "environment.mcp_servers is not supported (the agent would call the server's tools, and Leaf has five fixed "
+        "tools and no MCP client)",
+        "environment.skills_dir is not supported (skills are instructions an agent loads on demand, and Leaf's prompt "
+        "and five tools have no place for them)",
+        "[[steps]] is not supported (each step gives the agent a new instruction and its own verdict, and a Leaf "
+        "episode is one instruction, five tools and one verdict)",
     ]
 
 
@@ -376,14 +378,16 @@ def test_a_multi_step_task_is_refused_as_such_not_for_its_missing_files(tmp_path
     toml = '[[steps]]\nname = "create"\n[[steps]]\nname = "append"\n'
     message = refusal(tmp_path, "steps", toml, skip=("instruction.md", "tests/test.sh"),
                       extra={"steps/create/instruction.md": "create\n"})
-    assert message == "task steps: [[steps]] is not supported (multi-step tasks are not supported yet)"
+    assert message == ("task steps: [[steps]] is not supported (each step gives the agent a new instruction and its "
+                       "own verdict, and a Leaf episode is one instruction, five tools and one verdict)")
 
 
-def test_a_yml_compose_file_is_refused_and_replaces_the_dockerfile(tmp_path):
+def test_a_yml_compose_file_is_read_but_does_not_replace_the_dockerfile(tmp_path):
     message = refusal(tmp_path, "compose", skip=("environment/Dockerfile",),
-                      extra={"environment/docker-compose.yml": "services: {}\n"})
-    assert message == ("task compose: environment/docker-compose.yml is not supported (Compose sidecars are not "
-                       "started, use one Dockerfile)")
+                      extra={"environment/docker-compose.yml": "services: {main: {build: .}}\n"})
+    assert message == ("task compose: environment/docker-compose.yml: services.main.build is not supported (main is "
+                       "the task's own container: its image, command and limits come from environment/Dockerfile and "
+                       "task.toml); missing required file environment/Dockerfile (or set environment.docker_image)")
 
 
 def test_what_leafcost_carries_for_the_backends_is_accepted(tmp_path):
@@ -436,3 +440,26 @@ def test_a_host_variable_in_the_agents_env_is_refused_and_allowed_for_the_verifi
     verifier_only = GOOD_TOML + '[verifier.env]\nJUDGE_KEY = "${JUDGE_KEY}"\nMODEL = "${JUDGE_MODEL:-haiku}"\n'
     task = load_harbor_task(make_task(tmp_path, "judge", verifier_only))
     assert task.config.verifier.env == {"JUDGE_KEY": "${JUDGE_KEY}", "MODEL": "${JUDGE_MODEL:-haiku}"}
+
+
+# --- a task without solution/solve.sh -------------------------------------------------------------------------------
+def test_a_task_without_a_solution_is_invalid_before_anything_is_built_but_runs_for_a_model(make_task, tmp_path):
+    """Harbor's copies of a task often leave solution/ out: it loads (a model's attempt needs none), `validate`
+    says at once that it cannot be validated, and the oracle's attempt is refused before a build."""
+    import asyncio
+
+    from compare.validate import validate_task
+    from conftest import exec_once
+    from sandbox import SandboxOptions, open_sandbox
+
+    task = make_task("no-solution", files={"solution/solve.sh": None})  # conftest's fixture, not this file's helper
+    assert task.solution_dir is None
+    options = SandboxOptions(cache_dir=tmp_path / "cache")
+    result = asyncio.run(validate_task(task, options))
+    assert not result.valid and result.oracle_resolved is None and result.empty_resolved is None
+    assert result.error == ("task no-solution: no solution/solve.sh: validate needs the oracle's solution (add it to "
+                            "the task)")
+    with pytest.raises(FileNotFoundError, match="task no-solution has no solution/solve.sh"):
+        asyncio.run(open_sandbox(task, options, solution=True))
+    assert not (tmp_path / "cache" / "envs").exists()  # nothing was built for either
+    assert asyncio.run(exec_once(task, options, "python3 -c 'import calc; print(calc.add(2, 3))'")).stdout == "-1\n"

@@ -7,8 +7,9 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from sandbox.kube_manifests import (CONTAINER, DENY_POLICY, KUBERNETES_VERSION, NETWORK_LABEL, SPEC_HASH_ANNOTATION,
-                                    attempt_pod, deny_network_policy, label_key, label_value, runner_rbac)
+from sandbox.kube_manifests import (CONTAINER, DENY_POLICY, KUBERNETES_VERSION, NETWORK_LABEL, OUTSIDE_POLICY,
+                                    SPEC_HASH_ANNOTATION, attempt_pod, deny_network_policy, label_key, label_value,
+                                    outside_only_policy, runner_rbac)
 from sandbox.tasks import EnvironmentConfig
 
 LABELS = {"leafcost.run": "demo-20261204-0455-ab12", "leafcost.arm": "frognano", "leafcost.task": "cron-next-run",
@@ -16,7 +17,8 @@ LABELS = {"leafcost.run": "demo-20261204-0455-ab12", "leafcost.arm": "frognano",
 
 
 def pod(**changes):
-    arguments = dict(name="leafcost-0123456789abcdef", namespace="evals", image="registry.example/task@sha256:" + "a" * 64,
+    arguments = dict(name="leafcost-0123456789abcdef", namespace="evals",
+                     image="registry.example/task@sha256:" + "a" * 64,
                      environment=EnvironmentConfig(cpus=1.5, memory_mb=512, storage_mb=2048, allow_internet=False,
                                                    env={"LANG": "C.UTF-8"}),
                      workdir="/app", labels=LABELS, spec_hash="f" * 64, deadline_sec=1800.2)
@@ -76,6 +78,29 @@ def test_no_network_is_a_label_the_deny_all_policy_selects():
     assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
 
 
+def test_a_swebench_verifier_pod_reaches_the_outside_but_no_private_or_cluster_address():
+    """SWE-bench grades with network: its verifier pod (network "outside", though its task has none) is not under
+    the deny-all policy but under one that lets it out to any address except the private, link-local and loopback
+    ranges (the cluster's pods, services and nodes, the metadata server), with DNS to kube-dns only."""
+    verifier, agent = pod(network="outside"), pod()
+    deny, outside = valid(deny_network_policy("evals")), valid(outside_only_policy("evals"))
+    labels = valid(verifier)["metadata"]["labels"]
+    assert not deny["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    assert outside["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    assert not outside["spec"]["podSelector"]["matchLabels"].items() <= agent["metadata"]["labels"].items()
+    assert outside["metadata"] == {"name": OUTSIDE_POLICY, "namespace": "evals", "labels": {"leafcost": "1"}}
+    assert set(outside["spec"]["policyTypes"]) == {"Ingress", "Egress"} and outside["spec"]["ingress"] == []
+    everywhere, dns = outside["spec"]["egress"]
+    blocks = {b["ipBlock"]["cidr"]: set(b["ipBlock"]["except"]) for b in everywhere["to"]}
+    assert blocks["0.0.0.0/0"] >= {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8"}
+    assert blocks["::/0"] >= {"fc00::/7", "fe80::/10", "::1/128"} and "ports" not in everywhere
+    (resolver,) = dns["to"]
+    assert resolver["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}} and "ipBlock" not in resolver
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert pod(network="outside", environment=EnvironmentConfig(allow_internet=True))["metadata"]["labels"][
+        NETWORK_LABEL] == "outside"
+
+
 def test_non_root_where_the_task_allows_it_and_never_privilege_escalation():
     as_root = valid(pod())["spec"]["containers"][0]["securityContext"]
     as_user = valid(pod(run_as=1000))["spec"]["containers"][0]["securityContext"]
@@ -127,4 +152,4 @@ def test_leafcost_kubernetes_rbac_prints_what_an_administrator_applies():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     printed = [valid(d) for d in yaml.safe_load_all(done.stdout)]
-    assert printed == [*runner_rbac("evals"), deny_network_policy("evals")]
+    assert printed == [*runner_rbac("evals"), deny_network_policy("evals"), outside_only_policy("evals")]

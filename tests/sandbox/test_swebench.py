@@ -104,10 +104,18 @@ def test_every_problem_of_a_row_is_named_at_once(tmp_path):
     assert "PASS_TO_PASS: missing required field" in error
 
 
-def test_eval_type_defaults_by_swebench_own_rule_when_a_row_lacks_it(tmp_path):
-    plain = load_rows(tmp_path, row(eval_type=None)).tasks[0].swebench
-    fail_only = load_rows(tmp_path, row(eval_type=None, repo="eslint/eslint")).tasks[0].swebench
-    assert (plain.eval_type, fail_only.eval_type) == ("pass_and_fail", "fail_only")
+@pytest.mark.parametrize("missing", [("image",), ("eval_type",), ("image", "eval_type")])
+@pytest.mark.parametrize("absent", [None, ""])
+def test_a_row_without_image_or_eval_type_is_refused_as_swebench_refuses_it(tmp_path, missing, absent):
+    """swebench's make_test_spec reads row["image"] and row["eval_type"]: a row without either stops its harness.
+    leafcost refuses that row alone, in one line naming the row and the field; the others load."""
+    suite = load_rows(tmp_path, row(**dict.fromkeys(missing, absent)), row(instance_id="acme__calc-8"))
+    assert [t.task_id for t in suite.tasks] == ["acme__calc-8"]
+    (error,) = [e.error for e in suite.errors]
+    assert error.startswith(f"instance acme__calc-7 (line 1): no {' and no '.join(missing)}: swebench 5.0.2's "
+                            "harness refuses a row without it") and "\n" not in error
+    fail_only = load_rows(tmp_path, row(eval_type="fail_only", repo="eslint/eslint")).tasks[0].swebench
+    assert fail_only.eval_type == "fail_only"  # the row's own word, never a guess by repository
 
 
 def test_image_names_follow_swebench_naming(tmp_path):
@@ -117,7 +125,7 @@ def test_image_names_follow_swebench_naming(tmp_path):
     for instance_id in ("django__django-11099", "psf__requests-1142", "Sympy__sympy-20590"):
         assert image_name(instance_id) == expected_image(instance_id)
     assert image_name("django__django-11099", None) == "sweb.eval.x86_64.django__django-11099:latest"
-    derived = load_rows(tmp_path, row(image=None)).tasks[0]
+    derived = load_rows(tmp_path, row(image="elsewhere/calc:7"), images=SWEBenchImages(tag="latest")).tasks[0]
     assert derived.environment.docker_image == "swebench/sweb.eval.x86_64.acme_1776_calc-7:latest"
     mirrored = load_rows(tmp_path, row(), images=SWEBenchImages(namespace="ghcr.io/acme", tag="v2")).tasks[0]
     assert mirrored.environment.docker_image == "ghcr.io/acme/sweb.eval.x86_64.acme_1776_calc-7:v2"
@@ -211,3 +219,18 @@ def test_eval_script_records_the_exit_code_only_once_and_keeps_the_rest():
                          ": '>>>>> End Test Output'\n")
     assert script.startswith("#!/bin/bash\nset -uxo pipefail\necho a\nSWEBENCH_TEST_EXIT_CODE=$?\n")
     assert script.count("SWEBENCH_TEST_EXIT_CODE=$?") == 1 and script.endswith("echo b\n: '>>>>> End Test Output'\n")
+
+
+def test_the_verifier_fence_covers_private_ranges_and_every_address_of_this_host():
+    """The routes a SWE-bench verifier's namespace gets (sandbox/build_network.py): the private and link-local
+    ranges, each host address and its network; a host network over slirp4netns's own link (a VirtualBox NAT) keeps
+    only the host's address, since the link's route cannot be replaced."""
+    from sandbox.build_network import fenced_networks
+
+    listing = ("1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n"
+               "2: eth0    inet 203.0.113.7/24 brd 203.0.113.255 scope global eth0\\       valid_lft forever\n"
+               "3: eth1    inet 10.0.2.15/24 brd 10.0.2.255 scope global eth1\\       valid_lft forever\n")
+    fenced = fenced_networks(listing)
+    assert fenced[:5] == ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10"]
+    assert fenced[5:] == ["203.0.113.7/32", "203.0.113.0/24", "10.0.2.15/32"]
+    assert not [n for n in fenced if n.startswith("127.")]

@@ -125,8 +125,8 @@ def test_a_wrong_test_list_is_named_by_validate(instance_images, podman, tmp_pat
 def test_only_the_patch_reaches_the_verifier(instance_images, suite, podman):
     """An agent (root in its container, as in SWE-bench's images) that makes the tests pass there without changing
     the repository: it plants a module and a .pth file in the env's site-packages that replace the buggy function at
-    every interpreter start, and proves it works by running the instance's new tests in its own container. The verifier is a
-    fresh container from the image: none of it counts, and the empty patch resolves nothing."""
+    every interpreter start, and proves it works by running the instance's new tests in its own container. The
+    verifier is a fresh container from the image: none of it counts, and the empty patch resolves nothing."""
     task, row = suite[SRCLAYOUT], rows()[SRCLAYOUT]
     fix = ("import re, unicodedata, slugkit, slugkit.text\n"
            "def fixed(text, separator='-'):\n"
@@ -213,9 +213,15 @@ def test_the_verifier_applies_patches_with_swebench_chain(instance_images, suite
     assert not report["resolved"] and not report["patch_successfully_applied"]
 
 
-def test_leafcost_run_records_swebench_report_with_each_attempt(instance_images, podman, tmp_path):
-    spec = {"name": "swebench-oracle", "suite": str(ROWS), "seeds": 1, "workers": 2,
-            "sandbox": {"backend": "podman"}, "arms": [{"name": "oracle", "adapter": "oracle"}]}
+@pytest.mark.parametrize("verifier_network, recorded", [(None, "outside"), ("none", "none")])
+def test_leafcost_run_records_swebench_report_with_each_attempt(instance_images, podman, tmp_path, verifier_network,
+                                                                recorded):
+    """Each attempt's trajectory holds SWE-bench's report and the network its verifier had: SWE-bench's (the
+    outside, never this host) unless the spec's sandbox says `verifier_network: none`."""
+    sandbox = {"backend": "podman", **({"verifier_network": verifier_network} if verifier_network else {})}
+    spec = {"name": "swebench-oracle", "suite": str(ROWS), "seeds": 1, "workers": 2, "sandbox": sandbox,
+            "arms": [{"name": "oracle", "adapter": "oracle"}],
+            **({"tasks": [SRCLAYOUT]} if verifier_network else {})}
     (tmp_path / "spec.yaml").write_text(json.dumps(spec))
     result = subprocess.run([str(LEAFCOST), "run", str(tmp_path / "spec.yaml"), "--json", "--db",
                              str(tmp_path / "ledger.duckdb")], capture_output=True, text=True, timeout=1800,
@@ -223,14 +229,16 @@ def test_leafcost_run_records_swebench_report_with_each_attempt(instance_images,
                                                "LEAFCOST_CACHE": str(podman.cache_dir)})
     assert result.returncode == 0, result.stderr[-3000:]
     arms = {arm["arm"]: arm for arm in json.loads(result.stdout)["arms"]}
-    assert arms["oracle"]["resolved"] == 4
+    count = 1 if verifier_network else 4
+    assert arms["oracle"]["resolved"] == count
     trajectories = sorted((tmp_path / "trajectories").rglob("*.json"))
-    assert len(trajectories) == 4
+    assert len(trajectories) == count
     for path in trajectories:
         trajectory = json.loads(path.read_text())
         rewards = trajectory["rewards"]
         assert rewards["resolved"] is True and rewards["tests_status"]["FAIL_TO_PASS"]["failure"] == []
         assert trajectory["output_patch"].startswith("diff --git")
+        assert trajectory["grade"]["verifier_network"] == recorded
 
 
 def test_the_image_lock_pins_every_instance_image_and_its_verifier(instance_images, tmp_path):
@@ -289,3 +297,114 @@ def test_every_instance_validates_through_pods_each_graded_in_a_verifier_pod_of_
     verifiers = [name for name in created if name.endswith("-verifier")]
     assert len(created) == 16 and len(verifiers) == 8  # instances × (gold, empty) × (agent, verifier)
     assert left == []
+
+
+# Run inside a sandbox: its interfaces and routes, its capabilities, and a TCP connect to each address given.
+NETWORK_PROBE = r"""
+import json, socket, sys
+interfaces = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
+routes = [line.split() for line in open("/proc/net/route").read().splitlines()[1:]]
+caps = int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")), 16)
+reached = {}
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect((host, int(port)))
+        reached[target] = "connected"
+    except OSError as exc:
+        reached[target] = type(exc).__name__
+    s.close()
+print(json.dumps({"interfaces": interfaces, "default_route": any(r[1] == "00000000" for r in routes),
+                  "net_admin": bool(caps >> 12 & 1), "reached": reached}))
+"""
+
+
+class HostServers:
+    """TCP listeners on this host's 127.0.0.1 and on its non-loopback IPv4 address, each accepting and closing."""
+
+    def __enter__(self):
+        import re
+        import socket
+        import threading
+
+        listed = subprocess.run(["ip", "-o", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True)
+        lan = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", listed.stdout)
+        assert lan, f"this host has no non-loopback IPv4 address: {listed.stdout!r}"
+        self.sockets = []
+        for address in ("127.0.0.1", lan.group(1)):
+            server = socket.create_server((address, 0))
+            self.sockets.append(server)
+            threading.Thread(target=self._serve, args=(server,), daemon=True).start()
+        self.loopback, self.lan = (f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in self.sockets)
+        for target in (self.loopback, self.lan):  # both answer from this host: a refusal inside is the sandbox's
+            host, port = target.rsplit(":", 1)
+            socket.create_connection((host, int(port)), timeout=5).close()
+        return self
+
+    @staticmethod
+    def _serve(server):
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            connection.close()
+
+    def __exit__(self, *exc):
+        for server in self.sockets:
+            server.close()
+
+
+async def probed(task, options, targets: list[str]) -> tuple[dict, dict, object]:
+    """The probe in the agent's container, then in the verifier's; then an attempt graded (no patch)."""
+    import shlex
+
+    command = f"python3 -c {shlex.quote(NETWORK_PROBE)} {' '.join(targets)}"
+    opened = await open_sandbox(task, options)
+    try:
+        agent = await opened.sandbox.exec(command, timeout=60)
+        await opened.quiesce()
+        await opened.start_verifier()
+        verifier = await opened.sandbox.exec(command, timeout=60)
+        assert agent.ok and verifier.ok, (agent.stderr, verifier.stderr)
+    finally:
+        await opened.close()
+    verification, _ = await graded(task, options)
+    return json.loads(agent.stdout), json.loads(verifier.stdout), verification
+
+
+def test_the_swebench_verifier_has_network_but_never_this_host(instance_images, suite, podman):
+    """SWE-bench's harness grades with network (flask's eval script runs `pip install -e .`): the verifier's
+    container has an interface and a default route out, yet neither this host's loopback (directly or through
+    slirp4netns's gateway) nor its LAN address answers it, and it cannot change its routes. The agent's container
+    keeps the task's none, and the attempt records what the verifier had."""
+    from container_images import podman_argv
+
+    task = suite[SRCLAYOUT]
+    with HostServers() as servers:
+        port = servers.loopback.rsplit(":", 1)[1]
+        targets = [servers.loopback, f"10.0.2.2:{port}", servers.lan, f"{servers.lan.rsplit(':', 1)[0]}:{port}"]
+        agent, verifier, verification = run(probed(task, podman, targets))
+        # The control: plain slirp4netns without leafcost's routes reaches the host's LAN address.
+        image = instance_images[SRCLAYOUT]
+        control = subprocess.run(
+            [*podman_argv(), "run", "--rm", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
+             "--network", "slirp4netns:allow_host_loopback=false", image, "python3", "-c", NETWORK_PROBE,
+             servers.lan], capture_output=True, text=True, timeout=120)
+    assert agent["interfaces"] == ["lo"] and not agent["default_route"]
+    assert set(agent["reached"].values()) <= {"OSError", "ConnectionRefusedError"} and "connected" not in str(agent)
+    assert [i for i in verifier["interfaces"] if i != "lo"] and verifier["default_route"]
+    assert not verifier["net_admin"]
+    assert "connected" not in verifier["reached"].values(), verifier["reached"]
+    assert json.loads(control.stdout)["reached"] == {servers.lan: "connected"}, control.stderr
+    assert verification.grade.verifier_network == "outside" and verification.grade.resolved is False
+
+
+def test_the_swebench_verifier_grades_offline_when_the_options_say_none(instance_images, suite, podman):
+    task = suite[SRCLAYOUT]
+    offline = podman.model_copy(update={"verifier_network": "none"})
+    agent, verifier, verification = run(probed(task, offline, []))
+    assert agent["interfaces"] == verifier["interfaces"] == ["lo"] and not verifier["default_route"]
+    assert verification.grade.verifier_network == "none" and verification.grade.error is None

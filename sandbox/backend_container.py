@@ -1,0 +1,36 @@
+"""The container backend: each task's own image, run by a container engine's CLI. `podman` and `docker` are its two
+names; the name is the engine's binary."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sandbox.protocol import OpenedSandbox, SandboxOptions
+    from sandbox.tasks import Task
+
+
+class ContainerBackend:
+    names = ("podman", "docker")
+
+    async def open(self, task: Task, options: SandboxOptions, *, solution: bool = False,
+                   labels: dict[str, str] | None = None) -> OpenedSandbox:
+        from sandbox.container import open_container_sandbox
+
+        return await open_container_sandbox(task, options, solution=solution, labels=labels)
+
+    def require(self, options: SandboxOptions) -> None:
+        from sandbox.engine import require_engine
+
+        require_engine(options.backend)
+
+    def remove_leftovers(self, options: SandboxOptions, run_id: str | None = None) -> list[str]:
+        from sandbox.container import remove_container_leftovers
+
+        return remove_container_leftovers(options)
+
+    async def close(self, options: SandboxOptions) -> None:
+        """Each container is removed with its sandbox; the engine holds nothing for the run."""
+
+
+BACKEND = ContainerBackend()
