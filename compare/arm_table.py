@@ -68,6 +68,16 @@ class Column:
         return Cell(self.key, self.label, text, value)
 
 
+# The figures the tables spell their own way; every other field reads with its underscores as spaces.
+FIGURE_NAMES = {"avg_at_k": "Avg@k", "pass_at_k": "pass@k", "pass_hat_k": "pass^k"}
+
+
+def figure_label(path: str) -> str:
+    """A figure's field path as the tables name it in notes: "avg_at_k" is "Avg@k", "cost_per_resolved_task" is
+    "cost per resolved task", "pass_at_k.2" is "pass@k 2"."""
+    return " ".join(FIGURE_NAMES.get(part, part.replace("_", " ")) for part in path.split("."))
+
+
 def counted(n: int, noun: str) -> str:
     """"1 seed", "3 seeds", "0 seeds": a count with its noun, plural unless it is one."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

@@ -120,6 +120,7 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
+    from compare.arm_table import fmt_usd
     from compare.cli_common import progress_bars
     from compare.ledger import Ledger, LedgerError, default_db_path
     from compare.runner import Runner, RunError
@@ -128,7 +129,7 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
     err = Console(stderr=True)
     columns = (TextColumn("{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("resolved {task.fields[resolved]}  errors {task.fields[errors]}  "
-                          "spend ${task.fields[spend]:.4f}"), TimeElapsedColumn())
+                          "spend {task.fields[spend]}"), TimeElapsedColumn())
     try:
         ledger = Ledger.open(db_path)
     except LedgerError as exc:  # not a ledger, or another process holds it
@@ -141,9 +142,9 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
             def show(arm) -> None:
                 if arm.arm not in bars:
                     bars[arm.arm] = progress.add_task(arm.arm, total=arm.total or 1, resolved=0, errors=0,
-                                                      spend=0.0)
+                                                      spend=fmt_usd(0.0))
                 progress.update(bars[arm.arm], completed=arm.done, resolved=arm.resolved, errors=arm.errors,
-                                spend=arm.spend_usd)
+                                spend=fmt_usd(arm.spend_usd))
 
             runner = Runner(spec, ledger, db_path=db_path, run_id=resume, skip_arms=skip_arms, on_progress=show,
                             strict_grading=strict_grading)
@@ -228,7 +229,7 @@ def demo(
 
     from adapters.litellm_proxy import ProxyError
     from adapters.local_server import LocalModelError
-    from compare.demo import demo_spec, leafcost_program, local_router, next_steps
+    from compare.demo import arms_to_compare, demo_spec, leafcost_program, local_router, next_steps
 
     try:
         spec, skipped = demo_spec(with_router=with_router)
@@ -250,8 +251,9 @@ def demo(
     if not as_json:
         from compare.cli_results import print_run_figures
 
-        print_run_figures(summary.db, summary.run_id, wide, program=program)
-        for line in [*next_steps(summary.run_id, summary.db, program), *filter(None, [not_on_path])]:
+        ran = print_run_figures(summary.db, summary.run_id, wide)
+        pair = arms_to_compare(ran)
+        for line in [*next_steps(summary.run_id, summary.db, program, pair), *filter(None, [not_on_path])]:
             typer.echo(line)
     raise typer.Exit(0 if summary.status == "finished" else 1)
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from compare.arm_table import counted
+from compare.arm_table import counted, figure_label
 from compare.cli_common import DbOption, JsonOption, WideOption, fail
 
 ResamplesOption = Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples over tasks")]
@@ -128,15 +128,14 @@ def reprice(
     _emit(document, as_json, lambda shown: _print_summary(shown, wide=wide))
 
 
-def print_run_figures(db: Path | str, run_id: str, wide: bool = False, program: str = "leafcost") -> None:
-    """The summary table of a run that just finished (what `leafcost demo` ends with); `program` is how to type
-    leafcost here (compare.demo.leafcost_program)."""
-    from compare.display import shown, terminal
+def print_run_figures(db: Path | str, run_id: str, wide: bool = False) -> list[str]:
+    """The summary table of a run that just finished (what `leafcost demo` ends with); returns the arms that ran
+    (not skipped), in the run's order."""
     from compare.summary import summarize
 
-    _print_summary(_with_connection(Path(db), lambda conn: summarize(conn, run_id)), wide=wide)
-    terminal().print(shown(f"all figures: {program} summary {run_id} --db {db} [--wide] [--json]\n"
-                           f"two arms: {program} compare {run_id} --arms A,B --db {db}"))
+    document = _with_connection(Path(db), lambda conn: summarize(conn, run_id))
+    _print_summary(document, wide=wide)
+    return [arm["arm"] for arm in document["arms"] if arm["status"] != "skipped"]
 
 
 def _with_connection(db: Path | None, compute) -> dict[str, Any]:
@@ -197,8 +196,9 @@ def _print_summary(document: dict[str, Any], wide: bool = False, title: str | No
     reasons: dict[str, list[str]] = {}  # one line per reason, naming every arm it applies to
     for arm in document["arms"]:
         for key in ("cost_per_resolved_attempt", "cost_per_resolved_task", "avg_at_k"):
-            if key in keys and arm[key].get("reason"):  # the reason of a figure the table shows
-                reasons.setdefault(f"{key.replace('_', ' ')}: {arm[key]['reason']}", []).append(arm["arm"])
+            # the reason of a figure the table shows; a skipped arm's one reason says why it has none
+            if key in keys and arm[key].get("reason") and arm["status"] != "skipped":
+                reasons.setdefault(f"{figure_label(key)}: {arm[key]['reason']}", []).append(arm["arm"])
     notes = [f"{', '.join(arms)}: {reason}" for reason, arms in reasons.items()]
     for arm in document["arms"]:
         if arm["status"] == "skipped":

@@ -74,10 +74,24 @@ def leafcost_program(environ: Mapping[str, str] = os.environ, *, this: Path | No
     return shown, f"the leafcost on your PATH is {found}, not this one: run `make install` or use {shown}"
 
 
-def next_steps(run_id: str, db: str, program: str = "leafcost") -> list[str]:
-    """What to type after the demo to look at its run, with `program` as `leafcost_program` gives it."""
-    return [f"the run's page: {program} serve --db {db}   (then open http://127.0.0.1:8000/)",
-            f"its report files: {program} report {run_id} --db {db} --out report"]
+def next_steps(run_id: str, db: str, program: str = "leafcost", pair: tuple[str, str] = ("oracle", "local-smol")
+               ) -> list[str]:
+    """What to type after the demo to look at its run, with `program` as `leafcost_program` gives it and `pair`
+    the two arms to compare: one command a line, never wrapped, so each can be copied as it is; what they do in
+    shell comments above them."""
+    return ["# every figure, and two arms paired:",
+            f"{program} summary {run_id} --db {db} --wide",
+            f"{program} compare {run_id} --arms {','.join(pair)} --db {db}",
+            "# the run's page (then open http://127.0.0.1:8000/), and its report files:",
+            f"{program} serve --db {db}",
+            f"{program} report {run_id} --db {db} --out report"]
+
+
+def arms_to_compare(ran: list[str]) -> tuple[str, str]:
+    """The pair the demo suggests comparing: the self-hosted arm against a hosted one when one ran (the question
+    leafcost answers), else against the oracle, the reference."""
+    models = [arm for arm in ran if arm != "oracle"]
+    return (models[0], models[1]) if len(models) > 1 else ("oracle", models[0] if models else "local-smol")
 
 
 def _as_typed(path: Path, cwd: Path) -> str:

@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from compare.arm_table import arm_cells, columns, counted, flagged_notes
+from compare.arm_table import arm_cells, columns, counted, figure_label, flagged_notes
 from compare.breakeven import breakeven
 from compare.ledger import LedgerAccess, connect_read_only
 from compare.summary import dumps, summarize
@@ -269,14 +269,6 @@ def notes_of(document: dict[str, Any], missing_trajectories: dict[str, int] | No
     return notes
 
 
-# The figures whose names the tables spell their own way; every other field reads with its underscores as spaces.
-_FIGURE_NAMES = {"avg_at_k": "Avg@k", "pass_at_k": "pass@k", "pass_hat_k": "pass^k"}
-
-
-def _label(path: str) -> str:
-    return " ".join(_FIGURE_NAMES.get(part, part.replace("_", " ")) for part in path.split("."))
-
-
 def _reasons(value: Any, path: str = "") -> list[tuple[str, str]]:
     found = []
     if isinstance(value, dict):
@@ -284,7 +276,7 @@ def _reasons(value: Any, path: str = "") -> list[tuple[str, str]]:
             where = f"{path}.{key}" if path else key
             if (key == "reason" or key.endswith("_reason")) and isinstance(item, str) and item:
                 label = path if key == "reason" else f"{path}.{key.removesuffix('_reason')}".strip(".")
-                found.append((_label(label), item))
+                found.append((figure_label(label), item))
             else:
                 found += _reasons(item, where)
     elif isinstance(value, list):

@@ -17,7 +17,7 @@ import duckdb
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
-from compare.arm_table import Cell, arm_cells, columns, counted, flagged_notes, fmt_usd
+from compare.arm_table import Cell, arm_cells, columns, counted, figure_label, flagged_notes, fmt_usd
 from compare.breakeven import breakeven
 from compare.episode_list import EpisodeFilter, count_episodes, find_episode, list_episodes
 from compare.ledger import LedgerAccess, LedgerError, fetch_rows
@@ -174,9 +174,8 @@ def _cell(numeric: bool, cell: Cell, folded: bool = False) -> str:
             f"{ci}</td>")
 
 
-# The estimates whose reasons the notes give, named as the table's headers name them
-NOTE_NAMES = {"avg_at_k": "Avg@k", "cost_per_resolved_attempt": "cost per resolved attempt",
-              "cost_per_resolved_task": "cost per resolved task"}
+# The estimates whose reasons the notes give (a skipped arm's reason says it all)
+NOTE_KEYS = ("avg_at_k", "cost_per_resolved_attempt", "cost_per_resolved_task")
 
 
 def _notes(document: dict[str, Any]) -> str:
@@ -184,9 +183,9 @@ def _notes(document: dict[str, Any]) -> str:
     for arm in document["arms"]:
         if arm["status"] == "skipped":
             notes.append(f"{arm['arm']}: skipped: {arm['status_reason']}")
-        for key in NOTE_NAMES:
+        for key in NOTE_KEYS if arm["status"] != "skipped" else ():
             if (arm.get(key) or {}).get("reason"):
-                notes.append(f"{arm['arm']}: {NOTE_NAMES[key]}: {arm[key]['reason']}")
+                notes.append(f"{arm['arm']}: {figure_label(key)}: {arm[key]['reason']}")
         notes += flagged_notes(arm)
     items = "".join(f"<li>{escape(note)}</li>" for note in notes)
     return f"<ul class=note>{items}</ul>" if items else ""

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from adapters.litellm_proxy import free_port
-from compare.demo import leafcost_program, next_steps
+from compare.demo import arms_to_compare, leafcost_program, next_steps
 from conftest import leafcost_serve
 from test_docs import check_command_line
 
@@ -91,8 +91,9 @@ def test_demo_runs_oracle_local_model_and_a_real_router_and_names_the_missing_ro
     again = subprocess.run([str(LEAFCOST), "demo", "--with-router", "--resume", run_id, "--db", str(db)],
                            capture_output=True, text=True, env={**environment, "PATH": path}, timeout=600, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert again.stdout.splitlines()[-3:] == [
-        *next_steps(run_id, str(db), str(LEAFCOST)),
+    steps = next_steps(run_id, str(db), str(LEAFCOST), ("local-smol", "router-smol"))
+    assert again.stdout.splitlines()[-len(steps) - 1:] == [
+        *steps,
         f"leafcost is not on your PATH: run `make install` or use {LEAFCOST}"]
 
 
@@ -127,8 +128,14 @@ def test_the_next_steps_name_the_venvs_leafcost_until_it_is_on_path(tmp_path):
 
 @pytest.mark.parametrize("program", ["leafcost", ".venv/bin/leafcost"])
 def test_the_next_steps_are_real_commands(program):
-    lines = next_steps("demo-20261202-155805-213b", "leafcost.duckdb", program)
-    commands = [line.split(": ", 1)[1].split("   (")[0] for line in lines]
+    lines = next_steps("demo-20261202-155805-213b", "leafcost.duckdb", program, ("local-smol", "router-smol"))
+    commands = [line for line in lines if not line.startswith("# ")]
     assert all(command.startswith(f"{program} ") for command in commands)
-    assert [check_command_line(command, "next steps") for command in commands] == [[], []]
-    assert {command.split()[1] for command in commands} == {"serve", "report"}
+    assert [check_command_line(command, "next steps") for command in commands] == [[]] * 4
+    assert [command.split()[1] for command in commands] == ["summary", "compare", "serve", "report"]
+    assert "--arms local-smol,router-smol" in commands[1]
+
+
+def test_the_demo_suggests_comparing_self_hosted_with_hosted_else_with_the_oracle():
+    assert arms_to_compare(["oracle", "local-smol", "router-smol"]) == ("local-smol", "router-smol")
+    assert arms_to_compare(["oracle", "local-smol"]) == ("oracle", "local-smol")
