@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from container_images import ensure_toolchain_images  # noqa: E402
 from sandbox import SandboxOptions, load_suite, open_sandbox  # noqa: E402
-from sandbox.engine import engine  # noqa: E402
+from sandbox.container.engine import engine  # noqa: E402
 
 
 async def measure(rounds: int, start_rounds: int) -> dict[str, list[float]]:

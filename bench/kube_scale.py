@@ -11,9 +11,9 @@ stand-in's stored pods are sampled every `--sample-sec`: "cores with N live" is 
 samples when at least 90 % of the N pods existed. N = 10, 50, 150 by default, so the marginal cost per episode
 (largest N − smallest N) shows beside the totals.
 
-Exec streams: through sandbox.kube_exec.ExecStream (what the backend uses) from this process to a fresh stand-in
-process: MiB/s of `--mib` MiB through `cat` (the stand-in echoes it back, so it crosses the socket both ways), and
-tool calls (`Bash` `true`, answered at once by InstantPods' runner) over one tool-runner stream as PodSandbox makes
+Exec streams: through sandbox.kubernetes.exec_stream.ExecStream (what the backend uses) from this process to a
+fresh stand-in process: MiB/s of `--mib` MiB through `cat` (the stand-in echoes it back, so it crosses the socket
+both ways), and tool calls (`Bash` `true`, answered at once by InstantPods' runner) over one tool-runner stream as PodSandbox makes
 them, interleaved round by round with one exec per call (`true`), the way a harness that execs per call pays.
 
     .venv/bin/python bench/kube_scale.py [--episodes 10 50 150] [--steps 10] [--turn-sec 2] [--start-sec 1]
@@ -205,8 +205,8 @@ def _ledger_figures(db: Path) -> dict:
 
 async def exec_streams(kube: StandIn, *, mib: int, calls: int, exec_calls: int, rounds: int) -> dict:
     """`cat` throughput and tool-call round trips over one stream against one exec per call, in one pod."""
-    from sandbox.kube_manifests import CONTAINER, attempt_pod
-    from sandbox.kubernetes import KubeCluster, PodSandbox
+    from sandbox.kubernetes.manifests import CONTAINER, attempt_pod
+    from sandbox.kubernetes.pods import KubeCluster, PodSandbox
     from sandbox.protocol import SandboxOptions
     from sandbox.tasks import EnvironmentConfig
 
@@ -254,7 +254,7 @@ async def _cat(cluster, pod: str, size: int, kube: StandIn) -> dict:
 
 
 async def _exec_true(cluster, pod: str, container: str) -> None:
-    from sandbox.kube_exec import ExecStream
+    from sandbox.kubernetes.exec_stream import ExecStream
 
     stream = await ExecStream.open(cluster.session, cluster.configuration, cluster.namespace, pod, container,
                                    ["true"], stdin=False)

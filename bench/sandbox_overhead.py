@@ -24,7 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from sandbox import OpenedSandbox, SandboxOptions, Task, load_suite, open_sandbox
-from sandbox.local import bwrap_version
+from sandbox.local.bwrap import bwrap_version
 
 GOAL_RATIO = 1.5  # sandboxed Bash round trip / host `bash -lc true`, at p50
 TOOL = "sandbox Bash tool `true` (bash -lc, sandbox's minimal profile)"

@@ -41,9 +41,10 @@ ImagesOption = Annotated[Path | None, typer.Option(
 def sandbox_options(base_root: str, bind_ro: list[str] | None, unsafe: bool, backend: str = "local",
                     images: Path | None = None, kube_namespace: str = "default"):
     from sandbox import BACKENDS, SandboxError, SandboxOptions, require_backend
+    from sandbox.backends import unknown_backend
 
     if backend not in BACKENDS:
-        fail(f"--backend {backend}: choose {', '.join(BACKENDS[:-1])} or {BACKENDS[-1]}", 2)
+        fail(f"--backend: {unknown_backend(backend)}", 2)
     if backend != "local" and (base_root != "host" or bind_ro or unsafe):
         fail(f"--base-root, --bind-ro and --unsafe-no-isolation apply to the local backend only, not {backend}", 2)
     if images is not None and (backend == "local" or not images.is_file()):
@@ -330,7 +331,7 @@ def kubernetes_rbac(
 ) -> None:
     """Print the runner's ServiceAccount, Role and RoleBinding (the least it needs, in one namespace) and the
     namespace's NetworkPolicies (deny-all for tasks without network, outside-only for SWE-bench verifiers)."""
-    from sandbox.kube_manifests import network_policies, runner_rbac
+    from sandbox.kubernetes.manifests import network_policies, runner_rbac
 
     _print_manifests([*runner_rbac(namespace), *network_policies(namespace)], as_json)
 
@@ -360,8 +361,8 @@ def images_lock(
     from compare.arm_table import counted
     from compare.display import clean
     from sandbox import SuiteError, load_suite
-    from sandbox.engine import engine as container_engine
-    from sandbox.images import lock_images
+    from sandbox.container.engine import engine as container_engine
+    from sandbox.container.images import lock_images
 
     if backend == "local":
         fail("--backend local builds no images: choose podman or docker", 2)

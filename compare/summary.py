@@ -350,8 +350,8 @@ def _sandbox_measured(unmeasured: np.ndarray) -> tuple[bool, str | None]:
     missing = int(unmeasured.sum())
     if not missing:
         return True, None
-    reason = (f"not measured for {missing} of {counted(len(unmeasured), 'attempt')}: no cgroup measured their CPU (the prlimit "
-              "fallback without root, or a container engine on another machine)")
+    reason = (f"not measured for {missing} of {counted(len(unmeasured), 'attempt')}: no cgroup measured their CPU "
+              "(the prlimit fallback without root, or a container engine on another machine)")
     if missing == len(unmeasured):
         return False, reason
     return True, reason + "; the sandbox cost counts the measured attempts only"

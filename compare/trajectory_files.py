@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.answers import valid_text
-from sandbox import confined
+from sandbox.shared import confined
 
 TRAJECTORY_MAX_BYTES = 64 * 2**20
 TRAJECTORIES_FOLDER = "trajectories"

@@ -3,11 +3,11 @@ container engine, Kubernetes pods), Leaf's five tools, patch capture and grading
 
 from sandbox.backends import (BACKENDS, Backend, BackendName, backend_for, close_backend, open_sandbox,
                               remove_leftovers, require_backend)
-from sandbox.environment import BuiltEnvironment, build_environment
+from sandbox.local.environment import BuiltEnvironment, build_environment
 from sandbox.grading import GradeResult, Verification, run_oracle, verify
 from sandbox.harbor import TaskFormatError, load_harbor_task
 from sandbox.leaf_tools import LEAF_TOOL_NAMES, LEAF_TOOLS, bash_arguments
-from sandbox.local import LocalSandbox, require_isolation
+from sandbox.local.bwrap import LocalSandbox, require_isolation
 from sandbox.reward_hacking import harness_paths
 from sandbox.protocol import (BuildError, ExecResult, OpenedSandbox, Sandbox, SandboxError, SandboxOptions,
                               SandboxSpec, write_file)

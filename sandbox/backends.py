@@ -18,10 +18,10 @@ if TYPE_CHECKING:
 
 # Name -> the module holding its BACKEND. Podman and Docker are one backend: the engine's CLI is the name.
 BACKEND_MODULES: dict[str, str] = {
-    "local": "sandbox.backend_local",
-    "podman": "sandbox.backend_container",
-    "docker": "sandbox.backend_container",
-    "kubernetes": "sandbox.backend_kubernetes",
+    "local": "sandbox.local",
+    "podman": "sandbox.container",
+    "docker": "sandbox.container",
+    "kubernetes": "sandbox.kubernetes",
 }
 BACKENDS: tuple[str, ...] = tuple(BACKEND_MODULES)
 

@@ -15,11 +15,12 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel
 
-from sandbox import git_safe, swebench_grading
+from sandbox import swebench_grading
+from sandbox.shared import git_safe
 from sandbox.harbor import resolve_host_values
 from sandbox.protocol import ExecResult, GitBaseline, OpenedSandbox, Sandbox, SandboxOptions, write_file
 from sandbox.tasks import SWEBenchFacts, Task
-from sandbox.tool_runner import STREAM_CAP_BYTES
+from sandbox.shared.tool_runner import STREAM_CAP_BYTES
 
 PATCH_TIMEOUT_SEC = 120.0
 PATCH_CAP_BYTES = STREAM_CAP_BYTES
@@ -125,7 +126,7 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
 async def capture_patch(sandbox: Sandbox, baseline: GitBaseline | None) -> tuple[str, str | None]:
     """Leaf's way (stage everything, diff the index, binary-safe), but against the baseline recorded before the
     agent and in a git directory of the harness's own, so nothing the agent wrote in its repository runs and its
-    index is left as it was (sandbox/git_safe.py). A patch over PATCH_CAP_BYTES is not kept (the episode is still
+    index is left as it was (sandbox/shared/git_safe.py). A patch over PATCH_CAP_BYTES is not kept (the episode is still
     graded on its workspace): (patch, why it is missing)."""
     if baseline is None:
         return "", "no git baseline was recorded before the agent (no repository, or no git in the image)"

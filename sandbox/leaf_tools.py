@@ -9,7 +9,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from . import tool_runner
+from sandbox.shared import tool_runner
 
 LEAF_TOOL_NAMES = ("Read", "Write", "Edit", "Glob", "Bash")
 TOOL_RUNNER_PATH = Path(tool_runner.__file__).resolve()

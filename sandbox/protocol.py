@@ -96,8 +96,8 @@ class SandboxSpec(BaseModel):
 
 class GitBaseline(BaseModel):
     """The task's repository as the harness recorded it before the agent started (the agent never had it): what
-    patch capture diffs against and what the verifier's repository is put back to (sandbox/git_safe.py). Paths are
-    absolute and resolved, inside the sandbox."""
+    patch capture diffs against and what the verifier's repository is put back to (sandbox/shared/git_safe.py).
+    Paths are absolute and resolved, inside the sandbox."""
 
     commit: str  # HEAD before the agent
     workdir: str  # the working directory the agent and the verifier start in

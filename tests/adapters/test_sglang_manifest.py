@@ -13,7 +13,7 @@ import yaml
 
 from adapters.sglang import LAUNCH_ENV
 from adapters.sglang_manifest import DEPLOYMENT_LABEL, sglang_manifests
-from sandbox.kube_manifests import KUBERNETES_VERSION
+from sandbox.kubernetes.manifests import KUBERNETES_VERSION
 
 IMAGE = "lmsysorg/sglang:v0.5.11-cu129"
 

@@ -15,7 +15,7 @@ import pytest
 
 from adapters.base import AdapterError
 from adapters.router import RouterAdapter
-from sandbox.kubernetes import _in_cluster
+from sandbox.kubernetes.pods import _in_cluster
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 ORACLE_SPEC = "name: oops\nsuite: builtin\nseeds: 1\nlimit: 1\narms:\n  - {name: oracle, adapter: oracle}\n"

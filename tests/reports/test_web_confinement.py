@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from compare.serve import build_app
 from compare.trajectory_files import TRAJECTORY_MAX_BYTES, read_trajectory
-from sandbox import confined
+from sandbox.shared import confined
 
 CANARY = "HOST-SECRET-CANARY-7731"
 

@@ -52,8 +52,8 @@ def test_podman_opens_the_tasks_image_through_the_registry(make_task, sandbox_op
 
 
 def test_kubernetes_opens_a_pod_through_the_registry(make_task, sandbox_options, kube_containers, tmp_path):
-    from sandbox.engine import require_engine
-    from sandbox.images import lock_images
+    from sandbox.container.engine import require_engine
+    from sandbox.container.images import lock_images
 
     task = make_task()
     lock = tmp_path / "images.lock.json"

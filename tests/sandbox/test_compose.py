@@ -17,11 +17,11 @@ import kubernetes_validate
 import pytest
 
 from sandbox import BuildError, SandboxOptions, load_harbor_task, open_sandbox
-from sandbox.container import remove_container_leftovers
-from sandbox.engine import engine
+from sandbox.container.containers import remove_container_leftovers
+from sandbox.container.engine import engine
 from sandbox.harbor import TaskFormatError
-from sandbox.kube_manifests import KUBERNETES_VERSION, attempt_pod
-from sandbox.kubernetes import close_clusters
+from sandbox.kubernetes.manifests import KUBERNETES_VERSION, attempt_pod
+from sandbox.kubernetes.pods import close_clusters
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "harbor" / "compose-service"
 LEAFCOST = Path(sys.executable).with_name("leafcost")

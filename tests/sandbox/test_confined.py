@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from sandbox import confined
+from sandbox.shared import confined
 
 
 @pytest.fixture

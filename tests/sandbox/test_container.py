@@ -15,8 +15,8 @@ import pytest
 from compare.validate import validate_task
 from conftest import exec_once
 from sandbox import BuildError, SandboxOptions, load_harbor_task, open_sandbox, run_oracle, verify
-from sandbox.container import remove_container_leftovers
-from sandbox.engine import engine
+from sandbox.container.containers import remove_container_leftovers
+from sandbox.container.engine import engine
 from sandbox.grading import REWARD_CAP_BYTES
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "harbor"
@@ -220,7 +220,7 @@ def test_containers_of_a_dead_owner_are_removed_and_live_ones_kept(podman):
         "run", "-d", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", "--label", "leafcost=1",
         "--label", "leafcost.owner=999999999-1", "localhost/debian:bookworm", "sleep", "600"),
         capture_output=True, text=True, check=True).stdout.strip()
-    from sandbox.owner import identity
+    from sandbox.shared.owner import identity
     live = subprocess.run(podman_cli.command(
         "run", "-d", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", "--label", "leafcost=1",
         "--label", f"leafcost.owner={identity()}", "localhost/debian:bookworm", "sleep", "600"),

@@ -21,11 +21,11 @@ import pytest
 
 from compare.validate import validate_task
 from sandbox import BuildError, SandboxOptions, open_sandbox, verify
-from sandbox.container_processes import cgroup_directory, live_processes
-from sandbox.engine import engine
+from sandbox.container.processes import cgroup_directory, live_processes
+from sandbox.container.engine import engine
 from sandbox.image_names import is_reference
-from sandbox.images import REPOSITORY_NAME_MAX, read_lock, repository_name
-from sandbox.kubernetes import close_clusters
+from sandbox.container.images import REPOSITORY_NAME_MAX, read_lock, repository_name
+from sandbox.kubernetes.pods import close_clusters
 
 REPO = Path(__file__).resolve().parents[2]
 LEAFCOST = Path(sys.executable).with_name("leafcost")

@@ -3,7 +3,7 @@ for what it cannot replay), and the images a build starts from."""
 
 import pytest
 
-from sandbox.dockerfile import DockerfileError, base_images, parse_dockerfile, replace_base_images, substitute
+from sandbox.shared.dockerfile import DockerfileError, base_images, parse_dockerfile, replace_base_images, substitute
 
 
 def parse(tmp_path, text):

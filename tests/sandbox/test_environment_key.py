@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 from sandbox import SandboxOptions
-from sandbox.digests import _digest_of
-from sandbox.environment import environment_key
+from sandbox.shared.digests import _digest_of
+from sandbox.local.environment import environment_key
 
 
 def test_the_key_follows_the_build_context_and_unchanged_files_are_not_read_again(make_task, tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import SandboxOptions, open_sandbox, run_oracle, verify
-from sandbox.kubernetes import close_clusters
+from sandbox.kubernetes.pods import close_clusters
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 BACKENDS = ["local", "podman", "kubernetes"]
@@ -113,8 +113,8 @@ def backend(request, sandbox_options, tmp_path):
 
 def kube_options(kube, task, tmp_path: Path, base: SandboxOptions) -> SandboxOptions:
     """The stand-in's namespace, with the task's image built by Podman and locked by ID, as a user locks it."""
-    from sandbox.engine import require_engine
-    from sandbox.images import lock_images
+    from sandbox.container.engine import require_engine
+    from sandbox.container.images import lock_images
 
     lock = tmp_path / "images.lock.json"
     asyncio.run(lock_images(require_engine("podman"), [task], lock))

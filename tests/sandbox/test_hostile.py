@@ -14,7 +14,7 @@ import pytest
 
 from compare.validate import validate_suite
 from sandbox import BuildError, SandboxOptions, Suite, open_sandbox, remove_leftovers, verify
-from sandbox.owner import OWNER_FILE, identity
+from sandbox.shared.owner import OWNER_FILE, identity
 
 
 def run(coro):
@@ -192,7 +192,7 @@ def test_filling_tmp_fails_the_filler_not_the_sandbox(make_task, sandbox_options
 
 def test_leftovers_of_dead_processes_are_removed_and_nothing_else(tmp_path):
     options = SandboxOptions(cache_dir=tmp_path / "cache", work_dir=tmp_path / "work")
-    dead = subprocess.Popen([sys.executable, "-c", "from sandbox.owner import identity; print(identity())"],
+    dead = subprocess.Popen([sys.executable, "-c", "from sandbox.shared.owner import identity; print(identity())"],
                             stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
     dead_identity = dead.communicate()[0].strip()
     directories = {

@@ -15,7 +15,7 @@ import pytest
 
 from compare.validate import validate_task
 from sandbox import BuildError, SandboxOptions, open_sandbox
-from sandbox.engine import engine
+from sandbox.container.engine import engine
 from sandbox.image_names import is_reference, local_names, qualified
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
@@ -157,7 +157,7 @@ def test_a_swebench_instance_image_that_is_nowhere_here_also_points_at_swebench_
 
 def test_a_failed_multi_stage_build_is_summed_up_by_its_failing_stages_step():
     """Podman's output for a failing second stage, as it prints it (checked by hand with podman 4.3.1)."""
-    from sandbox.images import build_failure
+    from sandbox.container.images import build_failure
 
     output = ("[1/2] STEP 1/2: FROM docker.io/library/debian:bookworm AS a\n[1/2] STEP 2/2: RUN echo hi\nhi\n"
               "--> 74389c0ea27\n[2/2] STEP 1/2: FROM docker.io/library/debian:bookworm\n"

@@ -7,9 +7,9 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from sandbox.kube_manifests import (CONTAINER, DENY_POLICY, KUBERNETES_VERSION, NETWORK_LABEL, OUTSIDE_POLICY,
-                                    SPEC_HASH_ANNOTATION, attempt_pod, deny_network_policy, label_key, label_value,
-                                    outside_only_policy, runner_rbac)
+from sandbox.kubernetes.manifests import (CONTAINER, DENY_POLICY, KUBERNETES_VERSION, NETWORK_LABEL, OUTSIDE_POLICY,
+                                          SPEC_HASH_ANNOTATION, attempt_pod, deny_network_policy, label_key,
+                                          label_value, outside_only_policy, runner_rbac)
 from sandbox.tasks import EnvironmentConfig
 
 LABELS = {"leafcost.run": "demo-20261204-0455-ab12", "leafcost.arm": "frognano", "leafcost.task": "cron-next-run",

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from sandbox.kubernetes import describe_failure, harness_script, locked_image, parse_cpu
+from sandbox.kubernetes.pods import describe_failure, harness_script, locked_image, parse_cpu
 from sandbox.protocol import BuildError, SandboxOptions
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import SandboxOptions, load_suite, open_sandbox, verify, write_file
-from sandbox.kube_files import _only_files_under
-from sandbox.kubernetes import close_clusters
+from sandbox.kubernetes.pod_files import _only_files_under
+from sandbox.kubernetes.pods import close_clusters
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "harbor" / "separate-verifier"
 LEAFCOST = Path(sys.executable).with_name("leafcost")

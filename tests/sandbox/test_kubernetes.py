@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import BuildError, SandboxError, SandboxOptions, load_suite, open_sandbox, run_oracle, verify
-from sandbox.kube_manifests import SPEC_HASH_ANNOTATION
-from sandbox.kubernetes import close_clusters, remove_run_pods
+from sandbox.kubernetes.manifests import SPEC_HASH_ANNOTATION
+from sandbox.kubernetes.pods import close_clusters, remove_run_pods
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
 LABELS = {"leafcost.run": "kube-test", "leafcost.arm": "oracle", "leafcost.task": "cron-next-run",
@@ -172,7 +172,7 @@ def test_creations_and_deletions_keep_to_their_limits_and_nothing_is_left(kube_i
 def test_a_run_removes_the_pods_it_left_and_no_one_elses(kube_instant):
     from kubernetes import client, config
 
-    from sandbox.kube_manifests import attempt_pod
+    from sandbox.kubernetes.manifests import attempt_pod
     from sandbox.tasks import EnvironmentConfig
 
     kube = kube_instant
@@ -312,9 +312,9 @@ def test_a_file_out_of_a_pod_is_its_bytes_none_when_missing_and_refused_when_ove
     limit refused as such (its stream cut off at the cap, never read whole)."""
     from kubernetes import client, config
 
-    from sandbox.kube_files import get_file
-    from sandbox.kube_manifests import attempt_pod
-    from sandbox.kubernetes import cluster_for
+    from sandbox.kubernetes.pod_files import get_file
+    from sandbox.kubernetes.manifests import attempt_pod
+    from sandbox.kubernetes.pods import cluster_for
     from sandbox.tasks import EnvironmentConfig
     from support.kube_fake import KubeFake
     from support.kube_fake.instant_pod import InstantPods

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import pytest
 
-from sandbox import tool_runner
+from sandbox.shared import tool_runner
 
 DIR = object()  # setup: a directory
 FIFO = object()  # setup: a named pipe

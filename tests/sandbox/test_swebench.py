@@ -222,10 +222,10 @@ def test_eval_script_records_the_exit_code_only_once_and_keeps_the_rest():
 
 
 def test_the_verifier_fence_covers_private_ranges_and_every_address_of_this_host():
-    """The routes a SWE-bench verifier's namespace gets (sandbox/build_network.py): the private and link-local
+    """The routes a SWE-bench verifier's namespace gets (sandbox/container/build_network.py): the private and link-local
     ranges, each host address and its network; a host network over slirp4netns's own link (a VirtualBox NAT) keeps
     only the host's address, since the link's route cannot be replaced."""
-    from sandbox.build_network import fenced_networks
+    from sandbox.container.build_network import fenced_networks
 
     listing = ("1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n"
                "2: eth0    inet 203.0.113.7/24 brd 203.0.113.255 scope global eth0\\       valid_lft forever\n"

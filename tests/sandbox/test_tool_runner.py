@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import tool_runner
+from sandbox.shared import tool_runner
 
-RUNNER = Path(__file__).resolve().parents[2] / "sandbox" / "tool_runner.py"
+RUNNER = Path(__file__).resolve().parents[2] / "sandbox" / "shared" / "tool_runner.py"
 SPARSE_SIZE = 200 * 1024 * 1024
 
 
@@ -26,7 +26,7 @@ SPARSE_SIZE = 200 * 1024 * 1024
 # test gets the same, with the host's root otherwise unchanged. Like a real sandbox it runs as uid 1000 without
 # capabilities in its own user namespace (so /proc protections apply even when the tests run as root).
 MINIMAL_LOGIN = ["bwrap", "--unshare-user", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL",
-                 "--dev-bind", "/", "/", "--ro-bind", str(RUNNER.with_name("profile.sh")), "/etc/profile",
+                 "--dev-bind", "/", "/", "--ro-bind", str(RUNNER.parents[1] / "local" / "profile.sh"), "/etc/profile",
                  "--die-with-parent", "--"]
 
 

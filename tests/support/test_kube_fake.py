@@ -565,7 +565,7 @@ def test_a_command_that_ends_without_reading_its_stdin_still_gets_its_status_to_
     client stops writing to a stream that closed, as to a closed pipe, and still reads the status."""
     import asyncio
 
-    from sandbox.kube_exec import ExecStream, session_for
+    from sandbox.kubernetes.exec_stream import ExecStream, session_for
 
     kube, core = instant
     core.create_namespaced_pod(NS, pod_manifest("p"))

@@ -27,7 +27,7 @@ def run_args(pod: dict[str, Any], *, name: str, server_id: str) -> tuple[list[st
     spec = pod.get("spec") or {}
     container = (spec.get("containers") or [{}])[0]
     meta = pod.get("metadata") or {}
-    from sandbox.engine import ULIMITS
+    from sandbox.container.engine import ULIMITS
 
     flags = ["-d", "--pull", "never", "--init", "--name", name, *ULIMITS,
              "--label", f"{SERVER_LABEL}={server_id}", "--label", f"{POD_LABEL}={meta.get('namespace')}/{meta['name']}"]

@@ -186,7 +186,7 @@ async def scripted_exec(call: ExecCall) -> int:
 def engine_exec(engine: Any, container: str) -> ExecHandler:
     """Runs the command in a real container with `<engine> exec [-i]`, stdin streamed in and output out as they
     come. The container's user and working directory (set when it was started) apply, as a kubelet's exec does."""
-    from sandbox.engine import client_env
+    from sandbox.container.engine import client_env
 
     async def handler(call: ExecCall) -> int:
         argv = engine.command("exec", *(["-i"] if call.stdin else []), container, *call.command)

@@ -228,7 +228,7 @@ class ContainerKubelet(Kubelet):
     async def _wait_exit(self, name: str) -> int:
         """`<engine> wait`: the container's exit code once it ends (-1 if the engine cannot say). Cancelled, the
         waiting process is ended too, so nothing outlives the stand-in's loop."""
-        from sandbox.engine import client_env
+        from sandbox.container.engine import client_env
 
         process = await asyncio.create_subprocess_exec(*self.engine.command("wait", name), env=client_env(),
                                                        stdin=asyncio.subprocess.DEVNULL,

@@ -165,7 +165,7 @@ class KubeFake:
         self._stopping = asyncio.Event()
         server = self.server = FakeApiServer(faults=self.faults, hub=EventHub(self.watch_backlog))
         if self.mode == "container":
-            from sandbox.engine import require_engine
+            from sandbox.container.engine import require_engine
 
             server.kubelet = ContainerKubelet(server, self.faults, require_engine(self.engine_name))
         else:

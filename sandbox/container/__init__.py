@@ -1,5 +1,8 @@
-"""The container backend: each task's own image, run by a container engine's CLI. `podman` and `docker` are its two
-names; the name is the engine's binary."""
+"""The container backend: each task's own image, run by a container engine's CLI; `podman` and `docker` are
+its two names (the name is the engine's binary). `engine` drives the CLI, `images` pulls, builds and locks
+task images (a build runs in `build_network`'s network), `containers` opens an attempt's containers,
+`processes` sees and kills what the agent started from outside, and `watchdog` removes the containers of a
+leafcost process that died."""
 
 from __future__ import annotations
 
@@ -15,17 +18,17 @@ class ContainerBackend:
 
     async def open(self, task: Task, options: SandboxOptions, *, solution: bool = False,
                    labels: dict[str, str] | None = None) -> OpenedSandbox:
-        from sandbox.container import open_container_sandbox
+        from sandbox.container.containers import open_container_sandbox
 
         return await open_container_sandbox(task, options, solution=solution, labels=labels)
 
     def require(self, options: SandboxOptions) -> None:
-        from sandbox.engine import require_engine
+        from sandbox.container.engine import require_engine
 
         require_engine(options.backend)
 
     def remove_leftovers(self, options: SandboxOptions, run_id: str | None = None) -> list[str]:
-        from sandbox.container import remove_container_leftovers
+        from sandbox.container.containers import remove_container_leftovers
 
         return remove_container_leftovers(options)
 

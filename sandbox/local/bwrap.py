@@ -20,9 +20,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from sandbox.leaf_tools import TOOL_RUNNER_PATH
-from sandbox.limits import AppliedLimits, Limits, apply_limits
+from sandbox.local.limits import AppliedLimits, Limits, apply_limits
 from sandbox.protocol import ExecResult, SandboxError, SandboxOptions
-from sandbox.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
+from sandbox.shared.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
 
 SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 # Never bindable from an environment: they belong to the base root or to the sandbox itself.

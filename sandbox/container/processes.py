@@ -14,8 +14,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.engine import Engine
-from sandbox.owner import process_start
+from sandbox.container.engine import Engine
+from sandbox.shared.owner import process_start
 from sandbox.protocol import SandboxError
 
 KEEP_ALIVE_IN_CONTAINER = "/.leafcost/keep-alive"

@@ -4,7 +4,7 @@ call over one stream and used for the whole attempt. A backend says how the runn
 from __future__ import annotations
 
 from sandbox.protocol import BuildError, SandboxError
-from sandbox.runner_client import RunnerClient
+from sandbox.shared.runner_client import RunnerClient
 
 
 class RunnerSandbox:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sandbox import tool_runner
+from sandbox.shared import tool_runner
 from sandbox.leaf_tools import bash_arguments
 from sandbox.protocol import ExecResult, SandboxError
 

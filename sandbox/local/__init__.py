@@ -1,4 +1,7 @@
-"""The `local` backend: bubblewrap over this host's system directories (the embedded default)."""
+"""The `local` backend, the embedded default: bubblewrap over this host's system directories. `environment`
+replays a task's Dockerfile over the base root into a cached root and opens each attempt on a private copy,
+`bwrap` is the sandbox (the tool runner in a fresh bubblewrap), `limits` holds it to the task's resources
+(a cgroup, else prlimit)."""
 
 from __future__ import annotations
 
@@ -14,17 +17,17 @@ class LocalBackend:
 
     async def open(self, task: Task, options: SandboxOptions, *, solution: bool = False,
                    labels: dict[str, str] | None = None) -> OpenedSandbox:
-        from sandbox.environment import open_local_sandbox
+        from sandbox.local.environment import open_local_sandbox
 
         return await open_local_sandbox(task, options, solution=solution)  # a workspace carries no labels
 
     def require(self, options: SandboxOptions) -> None:
-        from sandbox.local import require_isolation
+        from sandbox.local.bwrap import require_isolation
 
         require_isolation(options)
 
     def remove_leftovers(self, options: SandboxOptions, run_id: str | None = None) -> list[str]:
-        from sandbox.environment import remove_local_leftovers
+        from sandbox.local.environment import remove_local_leftovers
 
         return remove_local_leftovers(options)
 

@@ -16,11 +16,11 @@ import uuid
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from sandbox.container import ARTIFACT_CAP_BYTES
+from sandbox.container.containers import ARTIFACT_CAP_BYTES
 from sandbox.protocol import SandboxError, file_from_tar
 
 if TYPE_CHECKING:
-    from sandbox.kubernetes import KubeCluster
+    from sandbox.kubernetes.pods import KubeCluster
 
 _SPOOL_BYTES = 8 << 20  # an artifact's tar stays in memory up to this, then in a temporary file of ours
 _CHUNK = 1 << 20

@@ -1,5 +1,5 @@
 """The kubernetes backend: one pod per attempt from the task's image by digest (the image lock), driven with the
-official client for objects and one websocket per exec (sandbox.kube_exec).
+official client for objects and one websocket per exec (sandbox.kubernetes.exec_stream).
 
 The agent's tools go to the same standard-library tool runner as in the other backends: copied into the pod and
 checked by its SHA-256 before every start, then started once per attempt over one exec stream, so the model sees
@@ -26,19 +26,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from sandbox.kube_exec import API_RETRIES, RETRY_STATUSES, ExecError, ExecStream, retry_pause, session_for
-from sandbox.kube_files import copy_artifact, get_file, put_file, put_tree
-from sandbox.kube_manifests import CONTAINER, PREFIX, attempt_pod, label_key, label_value, network_policies
-from sandbox.container import ARTIFACTS_DIR, ENV_NAME, PREPARE, RESET_VERIFIER
-from sandbox.git_safe import baseline_from_facts
+from sandbox.kubernetes.exec_stream import API_RETRIES, RETRY_STATUSES, ExecError, ExecStream, retry_pause, session_for
+from sandbox.kubernetes.pod_files import copy_artifact, get_file, put_file, put_tree
+from sandbox.kubernetes.manifests import CONTAINER, PREFIX, attempt_pod, label_key, label_value, network_policies
+from sandbox.container.containers import ARTIFACTS_DIR, ENV_NAME, PREPARE, RESET_VERIFIER
+from sandbox.shared.git_safe import baseline_from_facts
 from sandbox.grading import verifier_network
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
 from sandbox.protocol import (BuildError, ExecResult, GitBaseline, SandboxError, SandboxOptions, SandboxSpec,
                               verifier_file)
-from sandbox.runner_client import RUNNER_IN_SANDBOX, RunnerClient
-from sandbox.runner_sandbox import RunnerSandbox
+from sandbox.shared.runner_client import RUNNER_IN_SANDBOX, RunnerClient
+from sandbox.shared.runner_sandbox import RunnerSandbox
 from sandbox.tasks import ComposeService, EnvironmentConfig, Task
-from sandbox.tool_runner import STREAM_CAP_BYTES
+from sandbox.shared.tool_runner import STREAM_CAP_BYTES
 
 API_THREADS = 16  # the official client is synchronous: its calls run here, never on the event loop
 # A pod not yet ready is read again after 0.25 s, then 1.5 times longer each time up to 2 s: 150 pods pulling their
@@ -561,7 +561,7 @@ def locked_image(task: Task, options: SandboxOptions, kind: str = "tasks") -> tu
     """The task's image (`kind` "tasks") or its separate verifier's ("verifiers") by digest from the image lock,
     and the pull policy: a registry digest is pulled when missing; an image only built locally (no registry
     digest) must already be on the nodes, by its ID."""
-    from sandbox.images import read_lock
+    from sandbox.container.images import read_lock
 
     if options.images_lock is None:
         raise BuildError("the kubernetes backend runs images by digest only: lock them first (`leafcost images "
@@ -577,7 +577,7 @@ def locked_image(task: Task, options: SandboxOptions, kind: str = "tasks") -> tu
 def locked_services(task: Task, options: SandboxOptions) -> list[tuple[ComposeService, str, str]]:
     """A Compose task's services, each with its image from the lock's `services` entry (as `locked_image`) and its
     pull policy, in start order: the pod's sidecars."""
-    from sandbox.images import read_lock
+    from sandbox.container.images import read_lock
 
     if task.compose is None or not task.compose.services or options.images_lock is None:
         return []

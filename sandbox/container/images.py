@@ -19,10 +19,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from sandbox.build_network import build_network
-from sandbox.digests import update_with_tree
-from sandbox.dockerfile import base_images, replace_base_images
-from sandbox.engine import ULIMITS, Engine, EngineError
+from sandbox.container.build_network import build_network
+from sandbox.shared.digests import update_with_tree
+from sandbox.shared.dockerfile import base_images, replace_base_images
+from sandbox.container.engine import ULIMITS, Engine, EngineError
 from sandbox.image_names import is_reference, local_names, qualified
 from sandbox.protocol import BuildError, SandboxOptions
 from sandbox.tasks import ComposeService, EnvironmentConfig, HealthcheckConfig, Task

@@ -19,8 +19,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.container_processes import keep_alive_binary
-from sandbox.engine import Engine
+from sandbox.container.processes import keep_alive_binary
+from sandbox.container.engine import Engine
 from sandbox.protocol import BuildError, SandboxError
 
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's built-in DNS forwarder

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from sandbox import confined
-from sandbox.digests import update_with_tree
-from sandbox.dockerfile import (
+from sandbox.shared import confined
+from sandbox.shared.digests import update_with_tree
+from sandbox.shared.dockerfile import (
     CONTAINER_BACKENDS,
     IGNORED,
     DockerfileError,
@@ -27,11 +27,11 @@ from sandbox.dockerfile import (
     parse_dockerfile,
     substitute,
 )
-from sandbox.git_safe import RECORD, baseline_from_facts
+from sandbox.shared.git_safe import RECORD, baseline_from_facts
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION
-from sandbox.limits import Limits, remove_orphan_cgroups
-from sandbox.local import HARBOR_TOP_DIRS, RESERVED_DIRS, LocalSandbox, Mount, bwrap_version
-from sandbox.owner import owner_gone, write_owner
+from sandbox.local.limits import Limits, remove_orphan_cgroups
+from sandbox.local.bwrap import HARBOR_TOP_DIRS, RESERVED_DIRS, LocalSandbox, Mount, bwrap_version
+from sandbox.shared.owner import owner_gone, write_owner
 from sandbox.protocol import BuildError, GitBaseline, SandboxError, SandboxOptions, SandboxSpec
 from sandbox.tasks import Task
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from sandbox.owner import alive, identity
+from sandbox.shared.owner import alive, identity
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 

@@ -5,11 +5,12 @@ container, started once per attempt over one `exec -i`), so the model sees byte-
 Harness commands (oracle, patch capture, verifier) are plain `exec`s, which also works in images without
 python3. The harness's own processes never come from the agent's files: the container's init and keep-alive are
 the host's static catatonit, and before grading every process the agent started is killed from the host while the
-container is frozen (sandbox.container_processes); the container is never restarted, so the image's ENTRYPOINT
+container is frozen (sandbox.container.processes); the container is never restarted, so the image's ENTRYPOINT
 services keep running as Harbor keeps them. Then /tests is copied in and test.sh runs as the verifier's user; in
 separate mode it runs in a fresh container from the verifier's image, with only the declared artifacts copied
 over. Files leave a container only as the tar stream of `cp`, parsed in memory: the host never opens a path
-inside a container. A watchdog per process removes its containers within seconds if it dies (sandbox.watchdog).
+inside a container. A watchdog per process removes its containers within seconds if it dies
+(sandbox.container.watchdog).
 """
 
 from __future__ import annotations
@@ -24,24 +25,24 @@ import time
 import uuid
 from pathlib import Path
 
-from sandbox.build_network import OUTSIDE_ONLY_FLAGS, fences_host, start_outside_only
+from sandbox.container.build_network import OUTSIDE_ONLY_FLAGS, fences_host, start_outside_only
 from sandbox.compose import hosts_file, service_run_args
-from sandbox.container_processes import (KEEP_ALIVE_ARGS, KEEP_ALIVE_IN_CONTAINER, cgroup_directory, cgroup_of,
+from sandbox.container.processes import (KEEP_ALIVE_ARGS, KEEP_ALIVE_IN_CONTAINER, cgroup_directory, cgroup_of,
                                          keep_alive_binary, kill_all_but, live_processes)
-from sandbox.engine import ULIMITS, Engine, EngineError, client_env, require_engine
-from sandbox.git_safe import RECORD, baseline_from_facts
+from sandbox.container.engine import ULIMITS, Engine, EngineError, client_env, require_engine
+from sandbox.shared.git_safe import RECORD, baseline_from_facts
 from sandbox.grading import verifier_network
-from sandbox.images import ResolvedImage, service_image, task_image, verifier_image
+from sandbox.container.images import ResolvedImage, service_image, task_image, verifier_image
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
-from sandbox.owner import alive as owner_alive
-from sandbox.owner import identity
+from sandbox.shared.owner import alive as owner_alive
+from sandbox.shared.owner import identity
 from sandbox.protocol import (BuildError, ExecResult, GitBaseline, SandboxError, SandboxOptions, SandboxSpec,
                               verifier_file)
-from sandbox.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
-from sandbox.runner_sandbox import RunnerSandbox
+from sandbox.shared.runner_client import ANSWER_LIMIT_BYTES, RUNNER_IN_SANDBOX, RunnerClient
+from sandbox.shared.runner_sandbox import RunnerSandbox
 from sandbox.tasks import ComposeService, EnvironmentConfig, HealthcheckConfig, Task
-from sandbox.tool_runner import STREAM_CAP_BYTES
-from sandbox.watchdog import ensure_watchdog
+from sandbox.shared.tool_runner import STREAM_CAP_BYTES
+from sandbox.container.watchdog import ensure_watchdog
 
 LABEL = "leafcost"
 OWNER_LABEL = "leafcost.owner"
@@ -558,7 +559,8 @@ async def _run_capped(argv: list[str], env: dict[str, str], timeout: float) -> E
         await process.wait()
     text = {name: data.decode("utf-8", "replace") for name, data in kept.items()}
     return ExecResult(exit_code=None if timed_out else process.returncode, stdout=text["stdout"],
-                      stderr=text["stderr"], timed_out=timed_out, seconds=time.monotonic() - started, truncated_bytes=dropped)
+                      stderr=text["stderr"], timed_out=timed_out, seconds=time.monotonic() - started,
+                      truncated_bytes=dropped)
 
 
 async def _running(engine: Engine, container: str) -> bool:
