@@ -331,8 +331,14 @@ def kubernetes_rbac(
 ) -> None:
     """Print the runner's ServiceAccount, Role and RoleBinding (the least it needs, in one namespace) and the
     namespace's NetworkPolicies (deny-all for tasks without network, outside-only for SWE-bench verifiers)."""
+    import re
+
+    from compare.spec import NAMESPACE_PATTERN
     from sandbox.kubernetes.manifests import network_policies, runner_rbac
 
+    if not re.fullmatch(NAMESPACE_PATTERN, namespace):  # what the cluster would refuse when they are applied
+        fail(f"--namespace {namespace!r}: not a Kubernetes namespace name (lowercase letters, digits and '-', "
+             "at most 63, starting and ending with a letter or digit)", 2)
     _print_manifests([*runner_rbac(namespace), *network_policies(namespace)], as_json)
 
 

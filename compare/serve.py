@@ -28,11 +28,16 @@ def main(
     import uvicorn
 
     from compare.api import API_TOKEN_ENV
-    from compare.ledger import default_db_path
+    from compare.ledger import LedgerAccess, LedgerError, default_db_path
 
     path = db or default_db_path()
     if not path.is_file():
         fail(f"{path}: no ledger here (run `leafcost run` first, or pass --db / set LEAFCOST_DB)", 2)
+    try:  # refused now, in one line, rather than on every request of a server that started
+        with LedgerAccess(path).reading():
+            pass
+    except LedgerError as exc:
+        fail(str(exc), 2)
     token = os.environ.get(API_TOKEN_ENV) or None
     app = build_app(path, api_token=token)
     writes = "enabled (bearer token)" if token else f"disabled (set {API_TOKEN_ENV} to enable)"

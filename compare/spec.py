@@ -19,6 +19,8 @@ from compare.arms import (ARM_NAME, ARM_TAGS, MAX_USD_PER_HOUR, MAX_USD_PER_MTOK
 from compare.budgets import Budgets  # noqa: F401 - the spec's budgets, also read as compare.spec.Budgets
 from sandbox import BackendName, SWEBenchImages
 
+NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"  # a Kubernetes namespace name (a DNS-1123 label)
+
 # Upper bounds far above any real plan (the arms' price bounds are with the arms): a typo, not a plan.
 INT64 = 2**63 - 1
 
@@ -30,7 +32,7 @@ class SpecError(ValueError):
 class KubernetesConfig(StrictModel):
     """Where the kubernetes backend puts its pods; the defaults are kubectl's (its current context)."""
 
-    namespace: str = Field("default", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    namespace: str = Field("default", pattern=NAMESPACE_PATTERN)
     context: str | None = Field(None, min_length=1, description="a context of the kubeconfig (default: current)")
     kubeconfig: str | None = Field(None, min_length=1, description="default: $KUBECONFIG or ~/.kube/config; "
                                    "in a cluster, the runner pod's service account")

@@ -107,6 +107,9 @@ def open_error(path: Path, exc: Exception, *, writing: bool) -> LedgerError:
     if "different configuration" in message:
         return LedgerBusy(f"{path}: this process already has the ledger open; read through Ledger.reader() or "
                           "Ledger.query() instead of a second connection")
+    if "not a valid DuckDB database file" in message:
+        return LedgerError(f"{path}: not a leafcost ledger (not a DuckDB file): pass --db with the file a run "
+                           "wrote (default ./leafcost.duckdb), or set LEAFCOST_DB")
     return LedgerError(f"{path}: cannot open the ledger: {message}")
 
 

@@ -183,7 +183,7 @@ def test_run_with_a_db_that_is_no_ledger_or_is_held_by_another_process(tmp_path)
     spec = write(tmp_path, ORACLE_SPEC)
     (tmp_path / "garbage.duckdb").write_text("not a database\n")
     line = one_line(leafcost("run", str(spec), "--db", "garbage.duckdb", cwd=tmp_path))
-    assert line.startswith("leafcost: garbage.duckdb: cannot open the ledger")
+    assert line.startswith("leafcost: garbage.duckdb: not a leafcost ledger (not a DuckDB file)")
     holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
                                "print('open', flush=True); sys.stdin.read()", str(tmp_path / "held.duckdb")],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -200,3 +200,16 @@ def test_resuming_an_unknown_run_is_one_line(tmp_path):
     spec = write(tmp_path, ORACLE_SPEC)
     line = one_line(leafcost("run", str(spec), "--db", "l.duckdb", "--resume", "nosuch", cwd=tmp_path))
     assert line == "leafcost: no run 'nosuch' in l.duckdb"
+
+
+def test_a_file_that_is_no_ledger_is_refused_by_every_reader_and_by_serve_before_it_listens(tmp_path):
+    (tmp_path / "notes.db").write_text("not a database\n" * 100)
+    for args in (["summary", "r"], ["report", "r"], ["serve", "--port", str(closed_port())]):
+        line = one_line(leafcost(*args, "--db", str(tmp_path / "notes.db"), cwd=tmp_path))
+        assert "notes.db: not a leafcost ledger (not a DuckDB file): pass --db" in line, args
+
+
+def test_kubernetes_rbac_refuses_a_namespace_no_cluster_would_take(tmp_path):
+    line = one_line(leafcost("kubernetes", "rbac", "--namespace", "Team_A", cwd=tmp_path))
+    assert line.startswith("leafcost: --namespace 'Team_A': not a Kubernetes namespace name")
+    assert leafcost("kubernetes", "rbac", "--namespace", "team-a", cwd=tmp_path).returncode == 0

@@ -181,7 +181,7 @@ def test_a_duckdb_file_of_something_else_is_refused(tmp_path):
     with pytest.raises(LedgerError, match="not a leafcost ledger"):
         Ledger.open(path)
     (tmp_path / "garbage.duckdb").write_bytes(b"not a database at all" * 1000)
-    with pytest.raises(LedgerError, match="cannot open the ledger"):
+    with pytest.raises(LedgerError, match=r"not a leafcost ledger \(not a DuckDB file\): pass --db"):
         Ledger.open(tmp_path / "garbage.duckdb")
     with pytest.raises(LedgerError, match="no ledger here"):
         connect_read_only(tmp_path / "missing.duckdb")
