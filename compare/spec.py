@@ -175,7 +175,7 @@ def read_yaml(path: Path | str) -> Any:
     """A YAML file's content, or a SpecError naming the file and what is wrong with it."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except FileNotFoundError:
         raise SpecError(f"{path}: no such file: check the path") from None
     except IsADirectoryError:
@@ -186,6 +186,30 @@ def read_yaml(path: Path | str) -> Any:
         raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}): give the YAML file itself") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}{yaml_problem(exc)}: fix the YAML") from None
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: PyYAML keeps the last one silently, so a
+    second `sandbox:` further down would quietly replace the first."""
+
+
+def _unique_keys(loader: UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden, as YAML means
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in first:
+                raise yaml.constructor.ConstructorError(None, None, f"{key!r} is given twice (first on line "
+                                                        f"{first[key]})", key_node.start_mark)
+            first[key] = key_node.start_mark.line + 1
+        except TypeError:  # an unhashable key: construct_mapping below refuses it with PyYAML's own words
+            continue
+    return loader.construct_mapping(node, deep=True)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_keys)
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
@@ -261,7 +285,7 @@ def describe_validation_error(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
         loc = [str(part) for part in error["loc"] if part not in ARM_TAGS]
-        message = error["msg"]
+        message = error["msg"].removeprefix("Value error, ")  # pydantic's wrapping of our own ValueError
         if error["type"] in ("union_tag_invalid", "union_tag_not_found"):  # an arm's `adapter`
             loc.append(error["ctx"]["discriminator"].strip("'"))
             message = _unknown_arm_kind(error["ctx"].get("tag"))

@@ -63,11 +63,28 @@ def test_the_documented_spec_works_as_written(tmp_path):
     (("seeds: 2", "seeds: 2\nrepos: /srv/mirrors"), "repos: no longer read: SWE-bench instances run in their own"),
     (("seeds: 2", "seeds: 2\nswebench: {tag: 'bad tag'}"), "swebench.tag: String should match pattern"),
     (("seeds: 2", "seeds: 2\nswebench: {registry: x}"), "swebench.registry: unknown field"),
+    (("sandbox: {backend: local}", "sandbox: {backend: kubernetes}"),
+     "spec.yaml: sandbox: images: the kubernetes backend runs each task's image by digest"),  # no "Value error, "
 ])
 def test_mistakes_are_named_by_field_path(tmp_path, change, message):
     with pytest.raises(SpecError) as caught:
         load_run_spec(write(tmp_path, ISSUE_SPEC.replace(*change)))
     assert message in str(caught.value)
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
+    text = ISSUE_SPEC.replace("sandbox: {backend: local}", "sandbox: {backend: local}\nseeds: 5")
+    with pytest.raises(SpecError) as caught:
+        load_run_spec(write(tmp_path, text))
+    first = 1 + ISSUE_SPEC.splitlines().index(next(line for line in ISSUE_SPEC.splitlines() if line.startswith("seeds:")))
+    second = 2 + ISSUE_SPEC.splitlines().index("sandbox: {backend: local}")
+    assert str(caught.value).endswith(f"spec.yaml line {second}, column 1: 'seeds' is given twice (first on line "
+                                      f"{first}): fix the YAML")
+    nested = "name: n\nsuite: builtin\narms:\n  - {name: a, adapter: oracle, name: b}\n"
+    with pytest.raises(SpecError, match=r"line 4, column 32: 'name' is given twice \(first on line 4\)"):
+        load_run_spec(write(tmp_path, nested))
+    merged = "name: n\nsuite: builtin\narms:\n  - &o {name: a, adapter: oracle}\n  - {<<: *o, name: b}\n"
+    assert [arm.name for arm in load_run_spec(write(tmp_path, merged)).arms] == ["a", "b"]  # a merge key overrides
 
 
 def test_invalid_yaml_and_missing_file(tmp_path):
