@@ -495,11 +495,11 @@ class PodOpened:
             if pod is None:
                 raise SandboxError(f"pod {name} vanished before it was ready")
             status = pod.get("status") or {}
-            waiting = [(s.get("state") or {}).get("waiting") or {} for s in status.get("containerStatuses") or []]
-            pulled = next((w for w in waiting if w.get("reason") in IMAGE_ERRORS), None)
-            if pulled is not None:
-                raise BuildError(f"task {self.task.task_id}: image {image} cannot be had: "
-                                 f"{pulled.get('reason')}: {(pulled.get('message') or '').strip()[:300]}")
+            if (pulled := _image_failure(status)) is not None:  # the task's container's, or a Compose service's
+                container, waiting = pulled
+                which = "" if container.get("name") == CONTAINER else f" (sidecar {container.get('name')})"
+                raise BuildError(f"task {self.task.task_id}: image {container.get('image') or image} cannot be had: "
+                                 f"{waiting.get('reason')}: {(waiting.get('message') or '').strip()[:300]}{which}")
             if status.get("phase") in ("Failed", "Succeeded"):
                 raise SandboxError(f"pod {name} ended before it was ready: {describe_failure(pod)}")
             if scheduled_only and (_condition(status, "PodScheduled") or (pod.get("spec") or {}).get("nodeName")):
@@ -649,6 +649,16 @@ async def pod_failure(cluster: KubeCluster, name: str) -> str:
     except SandboxError as exc:
         return str(exc)
     return "the pod vanished" if pod is None else describe_failure(pod)
+
+
+def _image_failure(status: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The first container (sidecars included: a Compose service's image is pulled first) whose image cannot be
+    pulled, with its waiting state."""
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in IMAGE_ERRORS:
+            return container, waiting
+    return None
 
 
 def describe_failure(pod: dict[str, Any]) -> str:

@@ -419,3 +419,11 @@ def test_the_fixture_runs_as_one_pod_with_its_service_beside_it_in_the_stand_in(
     assert env == "http://web:8080\n"  # services.main.environment reaches the task's container
     assert spec_image.endswith(" web=" + locked["services"]["compose-service"]["web"]["id"])
     assert kube.pod(name) is None or kube.pod(name)["metadata"].get("deletionTimestamp")
+
+    # A service image the cluster cannot pull is a task error naming that image and its sidecar, at once (not
+    # "pod not ready" after the build timeout): the kubelet reports it on the init container's status.
+    service = locked["services"]["compose-service"]["web"]["id"]
+    kube.fail_image(service, "manifest unknown")
+    with pytest.raises(BuildError, match=rf"image {service} cannot be had: ErrImagePull: manifest unknown "
+                                         r"\(sidecar service-web\)"):
+        run(pod())

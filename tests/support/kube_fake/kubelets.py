@@ -116,20 +116,21 @@ class Kubelet:
         pass
 
     async def _pull_fails(self, key: Key, pod: dict[str, Any]) -> bool:
-        image = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image", "")
-        message = self.faults.image_failure(image)
-        if message is None:
-            return False
-        await self._show_pull_failure(key, pod, message)
-        return True
+        """The first image of the pod (sidecars first, as the kubelet starts them) that a test made unpullable."""
+        spec = pod.get("spec") or {}
+        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [{}])[:1]]:
+            image = container.get("image", "")
+            if (message := self.faults.image_failure(image)) is not None:
+                await self._show_pull_failure(key, pod, message, image)
+                return True
+        return False
 
-    async def _show_pull_failure(self, key: Key, pod: dict[str, Any], message: str) -> None:
-        self.server.set_pod_status(key, status.image_failure(pod, "ErrImagePull", message))
+    async def _show_pull_failure(self, key: Key, pod: dict[str, Any], message: str, image: str) -> None:
+        self.server.set_pod_status(key, status.image_failure(pod, "ErrImagePull", message, image))
         await asyncio.sleep(BACKOFF_AFTER)
         if key not in self.ended and (pod := self.server.pod(key)) is not None:
-            image = pod["spec"]["containers"][0].get("image")
             self.server.set_pod_status(key, status.image_failure(
-                pod, "ImagePullBackOff", f'Back-off pulling image "{image}": {message}'))
+                pod, "ImagePullBackOff", f'Back-off pulling image "{image}": {message}', image))
 
     def _running(self, key: Key, container_id: str) -> None:
         pod = self.server.pod(key)
@@ -247,7 +248,7 @@ class ContainerKubelet(Kubelet):
         await self.engine.run(*self.engine.remove_args(self.containers[key]), check=False)
         message = (stderr.strip().splitlines() or ["the engine could not start the container"])[-1][:500]
         if "image not known" in message or "pull" in message or "manifest unknown" in message:
-            await self._show_pull_failure(key, pod, message)
+            await self._show_pull_failure(key, pod, message, pod["spec"]["containers"][0].get("image", ""))
         else:
             self.server.set_pod_status(key, status.pending(pod, waiting_reason="RunContainerError", message=message))
 

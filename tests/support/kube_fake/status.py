@@ -24,9 +24,20 @@ def pending(pod: dict[str, Any], *, waiting_reason: str = "ContainerCreating", m
             "containerStatuses": [_container(c, ready=False, state={"waiting": waiting}) for c in _containers(pod)]}
 
 
-def image_failure(pod: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
-    """ErrImagePull or ImagePullBackOff: the pod stays Pending with the reason on its container."""
-    return pending(pod, waiting_reason=reason, message=message, created=_started(pod))
+def image_failure(pod: dict[str, Any], reason: str, message: str, image: str | None = None) -> dict[str, Any]:
+    """ErrImagePull or ImagePullBackOff: the pod stays Pending with the reason on the container of `image` (default:
+    the first). A sidecar's (an init container with restartPolicy Always) holds its pod's containers at
+    PodInitializing, as a kubelet does."""
+    sidecars = (pod.get("spec") or {}).get("initContainers") or []
+    if not any(c.get("image") == image for c in sidecars):
+        return pending(pod, waiting_reason=reason, message=message, created=_started(pod))
+    status = pending(pod, waiting_reason="PodInitializing", created=_started(pod))
+    waiting = {"reason": reason, "message": message}
+    initializing = {"reason": "PodInitializing"}
+    status["initContainerStatuses"] = [
+        _container(c, ready=False, state={"waiting": waiting if c.get("image") == image else initializing})
+        for c in sidecars]
+    return status
 
 
 def running(pod: dict[str, Any], *, container_id: str, image_id: str = "") -> dict[str, Any]:
