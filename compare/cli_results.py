@@ -129,12 +129,12 @@ def reprice(
 
 
 def print_run_figures(db: Path | str, run_id: str, wide: bool = False) -> list[str]:
-    """The summary table of a run that just finished (what `leafcost demo` ends with); returns the arms that ran
-    (not skipped), in the run's order."""
+    """The summary table of a run that just finished, below its run table (what `leafcost demo` ends with);
+    returns the arms that ran (not skipped), in the run's order."""
     from compare.summary import summarize
 
     document = _with_connection(Path(db), lambda conn: summarize(conn, run_id))
-    _print_summary(document, wide=wide)
+    _print_summary(document, wide=wide, skip_reasons=False)
     return [arm["arm"] for arm in document["arms"] if arm["status"] != "skipped"]
 
 
@@ -176,7 +176,10 @@ def _emit(document: dict[str, Any], as_json: bool, printer) -> None:
         printer(document)
 
 
-def _print_summary(document: dict[str, Any], wide: bool = False, title: str | None = None) -> None:
+def _print_summary(document: dict[str, Any], wide: bool = False, title: str | None = None,
+                   skip_reasons: bool = True) -> None:
+    """The arm table and its notes; `skip_reasons` False leaves out why skipped arms were skipped (the run table
+    printed just above it says so already)."""
     from rich.table import Table
 
     from compare.arm_table import flagged_notes, terminal_columns
@@ -201,7 +204,7 @@ def _print_summary(document: dict[str, Any], wide: bool = False, title: str | No
                 reasons.setdefault(f"{figure_label(key)}: {arm[key]['reason']}", []).append(arm["arm"])
     notes = [f"{', '.join(arms)}: {reason}" for reason, arms in reasons.items()]
     for arm in document["arms"]:
-        if arm["status"] == "skipped":
+        if arm["status"] == "skipped" and skip_reasons:
             notes.append(f"{arm['arm']}: skipped: {arm['status_reason']}")
         notes += flagged_notes(arm)
         if (errors := _error_note(arm)) is not None:

@@ -155,6 +155,23 @@ def test_one_seed_writes_one_predictions_file_and_a_skipped_arm_none(one_seed_ru
     assert note in Page(files["report.html"].read_text()).text
 
 
+def test_a_skipped_arm_is_explained_once_in_the_terminal(one_seed_run, capsys, monkeypatch):
+    """`leafcost summary` gives a skipped arm's one reason, not its figures' ("no finished episodes"); the demo's
+    closing summary leaves even that to the run table printed just above it."""
+    from compare.cli_results import _print_summary, print_run_figures
+    from compare.summary import summarize
+
+    db, run_id, _ = one_seed_run
+    monkeypatch.setenv("COLUMNS", "200")
+    with duckdb.connect(str(db), read_only=True) as conn:
+        _print_summary(summarize(conn, run_id))
+    alone = capsys.readouterr().out
+    assert "absent: skipped: no key: set LEAFCOST_TEST_REPORT_UNSET_KEY" in alone
+    assert not [line for line in alone.splitlines() if line.startswith("absent") and "skipped" not in line]
+    assert print_run_figures(db, run_id) == ["hosted", "oracle"]
+    assert "absent: skipped" not in capsys.readouterr().out
+
+
 def test_html_is_self_contained(written):
     html = (written["out"] / "report.html").read_text()
     page = Page(html)
