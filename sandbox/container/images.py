@@ -75,20 +75,11 @@ async def verifier_image(engine: Engine, task: Task, options: SandboxOptions) ->
 
 
 async def service_image(engine: Engine, task: Task, service: ComposeService,
-                        options: SandboxOptions | None = None) -> ResolvedImage:
+                        options: SandboxOptions) -> ResolvedImage:
     """A service of the task's Compose file: built from its `build` context, else its `image` (pulled when
     missing); held to the image lock's `services` entry when the run has a lock. Its ID joins the sandbox spec."""
-    resolved = await _service_image(engine, task, service)
-    if options is None or options.images_lock is None:
-        return resolved
-    entry = read_lock(options.images_lock).services.get(task.task_id, {}).get(service.name)
-    if entry is None:
-        raise BuildError(f"task {task.task_id}: service {service.name} is not in the image lock "
-                         f"{options.images_lock}; run `leafcost images lock` on this suite again")
-    if resolved.id != entry.id:
-        raise BuildError(f"task {task.task_id}: service {service.name}'s image {entry.image} is {resolved.id[:19]}, "
-                         f"but the image lock {options.images_lock} says {entry.id[:19]}; lock again")
-    return resolved
+    return await _locked(engine, task, options, "services", lambda: _service_image(engine, task, service),
+                         service=service.name)
 
 
 async def _service_image(engine: Engine, task: Task, service: ComposeService) -> ResolvedImage:
@@ -142,14 +133,26 @@ def read_lock(path: Path) -> ImageLock:
             from None
 
 
-async def _locked(engine: Engine, task: Task, options: SandboxOptions, kind: str, resolve) -> ResolvedImage:
+def locked_entry(path: Path, task: Task, kind: str, service: str | None = None) -> LockedImage:
+    """`task`'s entry in the image lock at `path`: its image (`kind` "tasks"), its separate verifier's
+    ("verifiers") or one Compose service's ("services", named by `service`); missing, a BuildError saying to lock
+    again. Both image backends hold a run to its lock through this."""
+    lock = read_lock(path)
+    if kind == "services":
+        entry, what = lock.services.get(task.task_id, {}).get(service or ""), f": service {service} is"
+    else:
+        entry, what = getattr(lock, kind).get(task.task_id), ":" if kind == "tasks" else "'s verifier:"
+    if entry is None:
+        raise BuildError(f"task {task.task_id}{what} not in the image lock {path}; run `leafcost images lock` on "
+                         "this suite again")
+    return entry
+
+
+async def _locked(engine: Engine, task: Task, options: SandboxOptions, kind: str, resolve,
+                  service: str | None = None) -> ResolvedImage:
     if options.images_lock is None:
         return await resolve()
-    entries: dict[str, LockedImage] = getattr(read_lock(options.images_lock), kind)
-    entry = entries.get(task.task_id)
-    if entry is None:
-        raise BuildError(f"task {task.task_id}: not in the image lock {options.images_lock}; run `leafcost images "
-                         "lock` on this suite again")
+    entry = locked_entry(options.images_lock, task, kind, service)
     if await _exists(engine, entry.id):
         return (await _inspect(engine, entry.id)).model_copy(update={"reference": entry.image})
     if entry.repo_digest:
@@ -158,7 +161,8 @@ async def _locked(engine: Engine, task: Task, options: SandboxOptions, kind: str
     else:
         image = await resolve()
     if image.id != entry.id:
-        raise BuildError(f"task {task.task_id}: image {entry.image} is {image.id[:19]}, but the image lock "
+        whose = f"service {service}'s " if service else ""
+        raise BuildError(f"task {task.task_id}: {whose}image {entry.image} is {image.id[:19]}, but the image lock "
                          f"{options.images_lock} says {entry.id[:19]}; it was rebuilt or re-pulled since the lock: "
                          "restore that image or lock again")
     return image

@@ -30,6 +30,7 @@ from sandbox.kubernetes.exec_stream import API_RETRIES, RETRY_STATUSES, ExecErro
 from sandbox.kubernetes.pod_files import copy_artifact, get_file, put_file, put_tree
 from sandbox.kubernetes.manifests import CONTAINER, PREFIX, attempt_pod, label_key, label_value, network_policies
 from sandbox.container.containers import ARTIFACTS_DIR, ENV_NAME, PREPARE, RESET_VERIFIER
+from sandbox.container.images import LockedImage, locked_entry
 from sandbox.shared.git_safe import baseline_from_facts
 from sandbox.grading import verifier_network
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
@@ -561,34 +562,25 @@ def locked_image(task: Task, options: SandboxOptions, kind: str = "tasks") -> tu
     """The task's image (`kind` "tasks") or its separate verifier's ("verifiers") by digest from the image lock,
     and the pull policy: a registry digest is pulled when missing; an image only built locally (no registry
     digest) must already be on the nodes, by its ID."""
-    from sandbox.container.images import read_lock
-
     if options.images_lock is None:
         raise BuildError("the kubernetes backend runs images by digest only: lock them first (`leafcost images "
                          "lock SUITE`) and name the lock in the spec's sandbox.images")
-    entry = getattr(read_lock(options.images_lock), kind).get(task.task_id)
-    if entry is None:
-        what = "" if kind == "tasks" else "'s verifier"
-        raise BuildError(f"task {task.task_id}{what}: not in the image lock {options.images_lock}; run `leafcost "
-                         "images lock` on this suite again")
-    return (entry.repo_digest, "IfNotPresent") if entry.repo_digest else (entry.id, "Never")
+    return _by_digest(locked_entry(options.images_lock, task, kind))
 
 
 def locked_services(task: Task, options: SandboxOptions) -> list[tuple[ComposeService, str, str]]:
     """A Compose task's services, each with its image from the lock's `services` entry (as `locked_image`) and its
     pull policy, in start order: the pod's sidecars."""
-    from sandbox.container.images import read_lock
-
     if task.compose is None or not task.compose.services or options.images_lock is None:
         return []
-    entries = read_lock(options.images_lock).services.get(task.task_id, {})
-    found = []
-    for service in task.compose.services:
-        if (entry := entries.get(service.name)) is None:
-            raise BuildError(f"task {task.task_id}: service {service.name} is not in the image lock "
-                             f"{options.images_lock}; run `leafcost images lock` on this suite again")
-        found.append((service, *((entry.repo_digest, "IfNotPresent") if entry.repo_digest else (entry.id, "Never"))))
-    return found
+    return [(service, *_by_digest(locked_entry(options.images_lock, task, "services", service.name)))
+            for service in task.compose.services]
+
+
+def _by_digest(entry: LockedImage) -> tuple[str, str]:
+    """A locked image as a pod names it, with its pull policy: a registry digest is pulled when missing; an image
+    only built locally (no registry digest) must already be on the nodes, by its ID."""
+    return (entry.repo_digest, "IfNotPresent") if entry.repo_digest else (entry.id, "Never")
 
 
 def remove_run_pods(options: SandboxOptions, run_id: str | None) -> list[str]:
