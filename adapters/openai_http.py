@@ -467,11 +467,11 @@ def connection_problem(url: str, exc: BaseException) -> str:
     connect to host 127.0.0.1:9 ssl:default [...]", name neither the arm's URL nor the fix). The class of failure
     stays in the attempt's status (connection_error) and the error's kind (unreachable)."""
     why, fix = _why_unreachable(exc)
-    lost = isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, ConnectionResetError))
-    return f"{'lost the connection to' if lost else 'cannot connect to'} {url} ({why}): {fix}"
+    return f"{'lost the connection to' if isinstance(exc, LOST) else 'cannot connect to'} {url} ({why}): {fix}"
 
 
 CHECK_BASE_URL = "check the arm's base_url"
+LOST = (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, ConnectionResetError)  # it answered, then went
 
 
 def _why_unreachable(exc: BaseException) -> tuple[str, str]:
@@ -485,7 +485,7 @@ def _why_unreachable(exc: BaseException) -> tuple[str, str]:
         return "connection refused", f"is the server running? {CHECK_BASE_URL}"
     if isinstance(exc, TimeoutError):
         return "no answer in time", f"is the server up and reachable from this machine? {CHECK_BASE_URL}"
-    if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, ConnectionResetError)):
+    if isinstance(exc, LOST):
         return "the server closed it", "is it restarting or out of memory? check its log"
     if isinstance(exc, ValueError):  # aiohttp.InvalidURL among them
         return "not a usable URL", CHECK_BASE_URL

@@ -275,13 +275,10 @@ class ContainerOpened:
 
     async def _create(self, image: ResolvedImage, environment: EnvironmentConfig, *, role: str,
                       solution: bool) -> str:
-        name = f"leafcost-{uuid.uuid4().hex[:16]}"
-        labels = {**self.labels, LABEL: "1", OWNER_LABEL: identity(), "leafcost.role": role}
+        name, label_flags = self._named(role)
         flags = ["--init", "--name", name, *ULIMITS, "--cpus", f"{environment.cpus:g}",
                  "--memory", f"{environment.memory_mb}m", "--memory-swap", f"{environment.memory_mb}m",
-                 "--pids-limit", str(environment.pids)]
-        for key, value in labels.items():
-            flags += ["--label", f"{key}={value}"]
+                 "--pids-limit", str(environment.pids), *label_flags]
         network = verifier_network(self.task, self.options) if role == "verifier" else None
         if network == "outside" and not fences_host(self.engine):
             network = "none"  # only rootful podman on this host can keep the host's addresses out: none, then
@@ -295,9 +292,8 @@ class ContainerOpened:
             flags += ["--workdir", _workdir(environment, image)]
         flags += _env_flags(environment.env)
         flags += _mount(TOOL_RUNNER_PATH, RUNNER_IN_SANDBOX) + _mount(keep_alive_binary(), KEEP_ALIVE_IN_CONTAINER)
-        if solution:
-            if self.task.solution_dir is None:
-                raise FileNotFoundError(f"task {self.task.task_id} has no solution/solve.sh")
+        if solution:  # open_container_sandbox refused a task without one before anything was built
+            assert self.task.solution_dir is not None
             flags += _mount(self.task.solution_dir, "/solution")
         if role == "agent" and self.network_holder:  # the Compose services' network namespace, not one of its own
             flags = _without_network(flags) + self._joined_network()
@@ -348,11 +344,8 @@ class ContainerOpened:
     async def _run_part(self, role: str, flags: list[str], image: ResolvedImage, arguments: list[str],
                         env: dict[str, str], service: str = "") -> str:
         """One container of a Compose attempt beside the main one, labelled (and removed) as the attempt's are."""
-        name = f"leafcost-{uuid.uuid4().hex[:16]}"
-        labels = {**self.labels, LABEL: "1", OWNER_LABEL: identity(), "leafcost.role": role,
-                  **({"leafcost.service": service} if service else {})}
-        flags = ["--name", name, *ULIMITS, *flags, *(f for key, value in labels.items()
-                                                     for f in ("--label", f"{key}={value}"))]
+        name, label_flags = self._named(role, **({"leafcost.service": service} if service else {}))
+        flags = ["--name", name, *ULIMITS, *flags, *label_flags]
         if role != "network":
             self.containers.append(name)
         ensure_watchdog(self.engine.argv, identity())
@@ -362,6 +355,13 @@ class ContainerOpened:
             raise BuildError(f"task {self.task.task_id}: {role} {service or 'holder'} did not start from "
                              f"{image.reference}: {str(exc).split(': ', 1)[-1]}") from None
         return name
+
+    def _named(self, role: str, **extra: str) -> tuple[str, list[str]]:
+        """A fresh container name, and as flags the labels every container of the attempt carries: the attempt's,
+        leafcost's and its owner's (what leftover removal and the watchdog find it by), and its role."""
+        labels = {**self.labels, LABEL: "1", OWNER_LABEL: identity(), "leafcost.role": role, **extra}
+        return f"leafcost-{uuid.uuid4().hex[:16]}", [f for key, value in labels.items()
+                                                    for f in ("--label", f"{key}={value}")]
 
     def _joined_network(self) -> list[str]:
         """The holder's network namespace, and the hosts file naming every service (a container joining another's
