@@ -209,17 +209,13 @@ def _breakeven_panel(document: dict[str, Any]) -> str:
         items = "".join(f"<li>{escape(label)}: " + ("n/a" if v is None else
                         f"{v:.1%}" if unit == "share" else f"{v:,.2f} {unit}") + "</li>" for label, v, unit in lines)
         grid = "".join(f"<tr><td>{g['gpu']} {g['level']}</td><td class=num>${g['gpu_usd_per_hour']:.2f}</td>"
-                       f"<td class=num>{_opt_money(g['self_hosted_cost_per_resolved_attempt'])}</td>"
+                       f"<td class=num>{fmt_usd(g['self_hosted_cost_per_resolved_attempt'])}</td>"
                        f"<td class=num>{g['breakeven_utilization']:.1%}</td></tr>" for g in result["grid"])
         parts.append(head + f"<ul>{items}</ul><table class=grid><tr><th>GPU</th><th class=num>$/GPU-hour</th>"
                      "<th class=num>self-hosted cost per resolved attempt</th><th class=num>break-even utilization</th>"
                      "</tr>"
                      f"{grid}</table>")
     return "".join(parts)
-
-
-def _opt_money(value: float | None) -> str:
-    return fmt_usd(value)  # the one money rule of the CLI, the report and this page
 
 
 def _episodes(conn, run_id: str, arm: str | None, offset: int) -> tuple[list[dict[str, Any]], int]:
@@ -237,7 +233,7 @@ def _episode_table(run_id: str, episodes: list[dict[str, Any]], total: int, arm:
         f"<td>{'yes' if e['resolved'] else 'no'}</td><td>{escape(str(e['exit_reason']))}</td>"
         f"<td class=num>{e['n_steps'] if e['n_steps'] is not None else ''}</td>"
         f"<td class=num>{_tokens(e):,}</td><td class=num data-key=cost_usd data-value=\"{_raw(e['cost_usd'])}\">"
-        f"{_opt_money(e['cost_usd'])}</td>"
+        f"{fmt_usd(e['cost_usd'])}</td>"
         f"<td class=num>{(e['elapsed_sec'] or 0):.1f}</td></tr>" for e in episodes)
     arm_query = f"&arm={escape(arm)}" if arm else ""
     pager = ""
@@ -302,7 +298,7 @@ def _step(step: dict[str, Any], calls: dict[int, dict[str, Any]]) -> str:
     return (f"<div class=step><b>step {escape(_text(number))}</b> <span class=note>"
             f"{_count(usage.get('prompt_tokens')):,} prompt ({_count(usage.get('cached_tokens')):,} cached) + "
             f"{_count(usage.get('completion_tokens')):,} output tokens, {counted(call.get('calls', 0), 'call')}, cost "
-            f"{_opt_money(call.get('cost_usd'))}, {_count(step.get('latency_sec')):.1f} s</span>"
+            f"{fmt_usd(call.get('cost_usd'))}, {_count(step.get('latency_sec')):.1f} s</span>"
             + (f"<pre>{escape(_text(assistant.get('content')))}</pre>" if assistant.get("content") else "")
             + tools + (f"<div class=note>observations</div>{observations}" if observations else "") + "</div>")
 
