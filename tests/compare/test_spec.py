@@ -76,8 +76,9 @@ def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
     text = ISSUE_SPEC.replace("sandbox: {backend: local}", "sandbox: {backend: local}\nseeds: 5")
     with pytest.raises(SpecError) as caught:
         load_run_spec(write(tmp_path, text))
-    first = 1 + ISSUE_SPEC.splitlines().index(next(line for line in ISSUE_SPEC.splitlines() if line.startswith("seeds:")))
-    second = 2 + ISSUE_SPEC.splitlines().index("sandbox: {backend: local}")
+    lines = ISSUE_SPEC.splitlines()
+    first = 1 + lines.index(next(line for line in lines if line.startswith("seeds:")))
+    second = 2 + lines.index("sandbox: {backend: local}")
     assert str(caught.value).endswith(f"spec.yaml line {second}, column 1: 'seeds' is given twice (first on line "
                                       f"{first}): fix the YAML")
     nested = "name: n\nsuite: builtin\narms:\n  - {name: a, adapter: oracle, name: b}\n"
