@@ -14,7 +14,8 @@ samples when at least 90 % of the N pods existed. N = 10, 50, 150 by default, so
 Exec streams: through sandbox.kubernetes.exec_stream.ExecStream (what the backend uses) from this process to a
 fresh stand-in process: MiB/s of `--mib` MiB through `cat` (the stand-in echoes it back, so it crosses the socket
 both ways), and tool calls (`Bash` `true`, answered at once by InstantPods' runner) over one tool-runner stream
-as PodSandbox makes them, interleaved round by round with one exec per call (`true`), the way a harness that execs per call pays.
+as PodSandbox makes them, interleaved round by round with one exec per call (`true`), the way a harness that
+execs per call pays.
 
     .venv/bin/python bench/kube_scale.py [--episodes 10 50 150] [--steps 10] [--turn-sec 2] [--start-sec 1]
                                          [--mib 64] [--calls 2000] [--exec-calls 200] [--rounds 3] [--quick] [--json]

@@ -1,8 +1,8 @@
 """The arm table, defined once: which figures of an arm's summary entry (compare.documents.ArmSummary) are shown,
 under what label and in what format, how dollars are written (fmt_usd), counts worded (counted) and figures named
 in notes (figure_label). `leafcost summary` prints CLI_COLUMNS of it (CLI_WIDE_COLUMNS with --wide), the report
-(reports.report) and the web page (reports.web) render every column; each renderer only adds its markup, so a figure added here appears in all three. A column's meaning is its
-field's description in compare.documents."""
+(reports.report) and the web page (reports.web) render every column; each renderer only adds its markup, so a
+figure added here appears in all three. A column's meaning is its field's description in compare.documents."""
 
 from __future__ import annotations
 
