@@ -13,7 +13,7 @@ the calls/s they imply (goal: >= 200,000 calls/s on 2 cores), the whole build, p
 A progress line per chunk goes to stderr. Timings are reported, never asserted.
 
 What the file holds (`make_synthetic_ledger` builds it; the first arm is the self-hosted one, the others hosted):
-- `runs`: one finished run; spec_json is a validated RunSpec (suite "builtin"), spec_sha256 its sha256.
+- `runs`: one finished run; spec_json is a validated RunSpec (suite "builtin"), spec_sha256 its digest().
 - `arms`: one finished row per arm.
 - `episodes`: every (arm, task, seed) has exactly one final attempt; ~2 % of keys first have an infra-failed,
   non-final attempt (sandbox failure, retried as attempt 2). Resolution follows a per-task difficulty shifted
@@ -404,8 +404,7 @@ def _insert_run_and_arms(conn: Any, spec: RunSpec, spec_json: str, run_id: str, 
                          run_end: float) -> None:
     created, ended = _timestamps(np.array([-20.0]))[0].item(), _timestamps(np.array([run_end]))[0].item()
     arm_start = _timestamps(np.array([-1.0]))[0].item()
-    spec_sha256 = hashlib.sha256(spec_json.encode()).hexdigest()
-    assert spec_sha256 == spec.digest()  # what a resume compares
+    spec_sha256 = spec.digest()  # what a resume compares (the spec without decide: and plan:)
     options = {"base_root": "host", "extra_ro_binds": [], "unsafe_no_isolation": False,
                "cache_dir": "/var/cache/leafcost", "work_dir": None}
     conn.execute("INSERT INTO runs (run_id, name, created_at, updated_at, status, spec_json, spec_sha256, suite, "

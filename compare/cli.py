@@ -106,13 +106,49 @@ def run(
     """Run every arm of SPEC.yaml on the same episodes, recording every call in the ledger."""
     from compare.spec import SpecError, load_run_spec
 
+    from compare.planning import round_cost_problem
+
     try:
         spec = load_run_spec(spec_path)
     except SpecError as exc:
         fail(str(exc), 2)
+    if (problem := round_cost_problem(spec, db)) is not None:  # before the ledger is opened: nothing is recorded
+        fail(f"{spec_path}: {problem}", 2)
     summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}",
                         serve_port=serve_port, strict_grading=strict_grading, wide=wide)
     raise typer.Exit(0 if summary.status == "finished" else 1)
+
+
+@app.command()
+def plan(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="the run spec")],
+    pilot: Annotated[str | None, typer.Option("--pilot", metavar="RUN_ID", help="a small run of these arms whose "
+                                              "figures stand in for the full run's")] = None,
+    target: Annotated[str | None, typer.Option("--target", help="avg-width=W: the tasks × seeds for a 95 % Avg@k "
+                                               "interval at most W wide; decide: the tasks that decide the spec's "
+                                               "question with probability ≥ 0.9")] = None,
+    simulations: Annotated[int, typer.Option("--simulations", min=10, max=100_000,
+                                             help="simulated sequential runs (decide: and --target decide)")] = 200,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Before a run: per arm and for the comparison, the episodes, wall time, dollars and interval widths the run
+    would reach; with decide:, a Monte Carlo of the sequential run; with --target, what reaching it costs."""
+    from compare.planning import PlanError, make_plan, print_plan
+    from compare.spec import SpecError, load_run_spec
+
+    try:
+        spec = load_run_spec(spec_path)
+    except SpecError as exc:
+        fail(str(exc), 2)
+    try:
+        document = make_plan(spec, db=db, pilot=pilot, target=target, simulations=simulations)
+    except PlanError as exc:
+        fail(str(exc), 2)
+    if as_json:
+        sys.stdout.write(document.model_dump_json(indent=2) + "\n")
+    else:
+        print_plan(document)
 
 
 def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun: str,

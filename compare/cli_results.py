@@ -188,7 +188,10 @@ def _print_summary(document: dict[str, Any], wide: bool = False, title: str | No
     from compare.reconcile import unrecorded_note
 
     title = title or f"leafcost summary {document['run_id']}"
-    table = Table(title=safe(title + (f" (scenario {document['scenario']})" if document.get("scenario") else "")))
+    title += f" (scenario {document['scenario']})" if document.get("scenario") else ""
+    verdict = _verdict_line(document)
+    # with a decision, the title is printed above its verdict line (a table's own title sits on the table)
+    table = Table(title=safe(title) if verdict is None else None)
     shown = terminal_columns(wide)
     keys = {column.key for _, group in shown for column in group}
     for header, _ in shown:
@@ -212,9 +215,23 @@ def _print_summary(document: dict[str, Any], wide: bool = False, title: str | No
         if (lost := unrecorded_note(arm["arm"], arm.get("unrecorded_spend") or {})) is not None:
             notes.append(lost)
     console = terminal()
+    if verdict is not None:
+        console.print(f"[italic]{safe(title)}[/italic]")
+        console.print(f"[bold]{safe(verdict)}[/bold]")  # one line, wrapped to the terminal as the notes are
     console.print(table)
     for note in notes:
         console.print(f"[dim]{safe(note)}[/dim]")
+
+
+def _verdict_line(document: dict[str, Any]) -> str | None:
+    """The run's decision in one line (compare.decision_record), None for a run without a decision question;
+    under a what-if's prices it says the decision was taken at the recorded ones."""
+    from compare.decision_record import headline
+
+    decision = document.get("decision")
+    if not decision:
+        return None
+    return headline(decision) + (" (at the run's recorded prices)" if document.get("scenario") else "")
 
 
 def _error_note(arm: dict[str, Any]) -> str | None:
@@ -237,7 +254,7 @@ def _print_compare(document: dict[str, Any], wide: bool = False) -> None:
 
     a, b = document["arms"]
     _print_summary({"run_id": document["run_id"], "scenario": document.get("scenario"),
-                    "arms": document["summaries"]}, wide=wide,
+                    "arms": document["summaries"], "decision": document.get("decision")}, wide=wide,
                    title=f"leafcost compare {document['run_id']}: {a} vs {b}")
     lines = [f"{a} vs {b} on {counted(document['shared_tasks'], 'shared task')}: "
              + ("comparable" if document["comparable"] else "NOT comparable: " + "; ".join(document["differences"])),

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from compare.breakeven import breakeven_if_applicable
+from compare.decision_record import run_decision
 from compare.documents import CompareDocument, conforming
 from compare.spec import RunSpec
 from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, mcnemar, paired_rate_difference, paired_ratio_difference
@@ -110,6 +111,7 @@ def compare_arms(conn, run_id: str, arm_a: str, arm_b: str, *, allow_mismatch: b
         document["mcnemar"] = mcnemar(ca > 0, cb > 0) if one_seed else None
     document["summaries"] = [summary_a, summary_b]
     document["breakeven"] = breakeven_if_applicable(document["summaries"])
+    document["decision"] = run_decision(conn, run_id)
     return conforming(CompareDocument, document)
 
 

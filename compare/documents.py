@@ -11,6 +11,7 @@ leaf_commit of a prompt); a null value and a missing key mean different things, 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -179,6 +180,85 @@ class Bootstrap(_Document):
     unit: str = Field(description="what is resampled: tasks, a task's seeds and attempts staying together")
 
 
+class Bounds(_Document):
+    """A figure a decision look estimated, with its confidence-sequence interval."""
+
+    estimate: float | None = Field(description="the point estimate at the look")
+    lower: float | None = Field(description="the interval's lower bound (valid at every look: anytime-valid)")
+    upper: float | None = Field(description="the interval's upper bound")
+
+
+class QuestionVerdict(_Document):
+    """One question of a run's `decide:` at a look: its verdict, estimate and interval, and the sentence shown."""
+
+    question: Literal["cheaper", "reaches"] = Field(description="cheaper: which of two arms costs less per resolved "
+                                                                "attempt; reaches: whether an arm's Avg@k reaches a "
+                                                                "claimed value")
+    arms: list[str] = Field(description="the arms the question names (cheaper: first, second)")
+    verdict: str = Field(description="cheaper: first, second, equivalent or undecided; reaches: reaches, below or "
+                                     "undecided; a verdict once reached never changes at a later look")
+    decided_at_tasks: int | None = Field(description="tasks the look that decided it had used; null while undecided")
+    estimate: float | None = Field(description="cheaper: the ratio of the arms' costs per resolved attempt (first ÷ "
+                                               "second); reaches: the arm's Avg@k")
+    lower: float | None = Field(description="the interval's lower bound for the estimate")
+    upper: float | None = Field(description="the interval's upper bound for the estimate")
+    difference_usd: Bounds | None = Field(description="cheaper: the first arm's cost per resolved attempt minus the "
+                                                      "second's, in USD; null otherwise")
+    cost_per_resolved: dict[str, Bounds | None] = Field(description="cheaper: each arm's cost per resolved attempt "
+                                                                    "with its interval (null while the arm has "
+                                                                    "nothing resolved or spent)")
+    tasks_to_decide: int | None = Field(description="the plan: how many more tasks should decide it at the gap "
+                                                    "measured so far; null when decided or when no gap was seen")
+    sentence: str = Field(description="the verdict in words, with the figures and their intervals")
+
+
+class LookVerdicts(_Document):
+    """What one look of a decision said (compare.decision.LookResult)."""
+
+    look: int = Field(description="the look's number, from 1")
+    tasks: int = Field(description="tasks of the finished rounds the look used (every arm ran each of them)")
+    total_tasks: int = Field(description="the run's tasks")
+    questions: list[QuestionVerdict] = Field(description="each question of decide:, in the spec's order")
+    decided: bool = Field(description="whether every question is decided")
+
+
+class DecisionLook(_Document):
+    """One look of a run's decision as the ledger keeps it (a decision_looks row)."""
+
+    look: int = Field(description="the look's number, from 1")
+    looked_at: datetime = Field(description="when the look was taken")
+    tasks: int = Field(description="tasks of the finished rounds the look used")
+    total_tasks: int = Field(description="the run's tasks")
+    episodes: int = Field(description="final episodes of every arm when the look was taken")
+    spent_usd: dict[str, float] = Field(description="each arm's spend so far, in USD")
+    budget: dict[str, Any] = Field(description="decide.budget in effect at this look (a resume may raise it)")
+    action: Literal["continue", "decided", "budget", "exhausted"] = Field(
+        description="continue: another round ran; decided: every question decided, the run stopped; budget: the "
+                    "next round would pass a cap; exhausted: no tasks left")
+    reason: str | None = Field(description="the verdict line of a look that stopped the run; null for continue")
+
+
+class DecisionDocument(_Document):
+    """A run's decision (its spec's `decide:`): `GET /runs/{run_id}/decision`, and the `decision` field of the
+    summary and compare documents."""
+
+    status: Literal["decided", "undecided", "running"] = Field(
+        description="decided: every question decided; undecided: stopped at the budget or with every task run; "
+                    "running: no stop recorded yet")
+    stop: Literal["continue", "decided", "budget", "exhausted"] | None = Field(
+        description="the last look's action; null before the first look")
+    line: str | None = Field(description="the verdict line of the stop (\"decided after N of M tasks: ...\"); null "
+                                         "while running")
+    question: dict[str, Any] = Field(description="the spec's decide: section as the run was started "
+                                                 "(docs/run-spec.md)")
+    final: LookVerdicts | None = Field(description="what the last look said; null before the first look")
+    unspent_episodes: int | None = Field(description="episodes of the spec the stop left unrun (every arm); null "
+                                                     "while running")
+    unspent_usd: float | None = Field(description="what those episodes would have cost at each arm's mean cost per "
+                                                  "task so far; null while running")
+    looks: list[DecisionLook] = Field(description="every look, in order")
+
+
 class SummaryDocument(_Document):
     """`leafcost summary RUN --json`."""
 
@@ -193,6 +273,9 @@ class SummaryDocument(_Document):
     strict_grading: bool = Field(description="whether flagged attempts (a patch touching the test harness) count "
                                              "as not resolved; the verifier's verdict stays in the ledger either way")
     arms: list[ArmSummary] = Field(description="one entry per arm, in the spec's order")
+    decision: DecisionDocument | None = Field(None, description="the run's decision question and what it decided; "
+                                                                "null for a run without decide: (absent from a "
+                                                                "what-if stored by an older leafcost)")
 
 
 class GridRow(_Document):
@@ -278,9 +361,12 @@ class CompareDocument(_Document):
     summaries: list[ArmSummary] = Field(description="both arms' summary entries")
     breakeven: Breakeven | None = Field(description="the break-even when one arm is self-hosted and the other "
                                                     "hosted")
+    decision: DecisionDocument | None = Field(description="the run's decision question and what it decided; null "
+                                                          "for a run without decide:")
 
 
-DOCUMENTS: tuple[type[BaseModel], ...] = (SummaryDocument, CompareDocument, BreakevenDocument)
+DOCUMENTS: tuple[type[BaseModel], ...] = (SummaryDocument, CompareDocument, BreakevenDocument,
+                                          DecisionDocument)
 
 _D = TypeVar("_D", bound=dict)
 
@@ -366,7 +452,8 @@ def _nested_models(annotation: Any) -> list[type[BaseModel]]:
     return [found for arg in getattr(annotation, "__args__", ()) for found in _nested_models(arg)]
 
 
-_TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+_TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null",
+               datetime: "string (ISO 8601 time)", Any: "any JSON value"}
 
 
 def _type_text(annotation: Any) -> str:

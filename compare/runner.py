@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from adapters.base import CallAttempt
 from compare.arm_gates import ArmGates
 from compare.attempt import AttemptOutcome, run_attempt
+from compare.decision_rounds import DecisionRefused, DecisionRounds
 from compare.episode import EpisodeResult
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
 from compare.ledger import ArmTotals, Ledger, new_run_id
@@ -25,7 +26,6 @@ from compare.spec import RunSpec
 from compare.trajectory_files import trajectories_root, trajectory_path, write_trajectory
 from sandbox import (SandboxError, SandboxOptions, Suite, Task, close_backend, load_suite, remove_leftovers,
                      require_backend)
-
 
 
 class RunError(RuntimeError):
@@ -57,6 +57,7 @@ class RunSummary(BaseModel):
     trajectories: str
     warnings: list[str] = Field(default_factory=list)
     reconciliation: list[Reconciliation] = Field(default_factory=list)
+    decision: str | None = None  # a run with decide:, once stopped: the verdict line (decided or not, and why)
 
 
 ProgressCallback = Callable[[ArmProgress], None]
@@ -107,6 +108,7 @@ class Runner:
         # an arm's attempts wait for its endpoint's first answer; a configuration error stops the arm
         self.gates = ArmGates(ungated={arm.name for arm in spec.arms if not arm.calls_a_model})
         self.stopped: dict[str, str] = self.gates.stopped  # arm -> why no more of its episodes run
+        self.decision: str | None = None
 
     async def run(self) -> RunSummary:
         try:
@@ -128,6 +130,12 @@ class Runner:
         if not tasks:
             raise RunError("the suite has no runnable tasks")
         by_id = {t.task_id: t for t in tasks}
+        rounds = self._decision_rounds()
+        if rounds is not None and self.resuming:
+            try:
+                await rounds.check_resume()
+            except DecisionRefused as exc:
+                raise RunError(str(exc)) from None
         await self._record_run(tasks)
         if self.strict_grading:
             await self.ledger.set_strict_grading(self.run_id)
@@ -145,7 +153,10 @@ class Runner:
         background = self.arms.background()
         status = "interrupted"
         try:
-            await self._work(pending, by_id)
+            if rounds is None:
+                await self._work(pending, by_id)
+            else:
+                await self._decide(rounds, tasks, live, finished, by_id)
             status = "finished"
         finally:
             for task in background:
@@ -163,7 +174,7 @@ class Runner:
                                      f"not the model's miss): {signature}")
         return RunSummary(run_id=self.run_id, db=str(self.db_path), status=status,
                           arms=list(self.progress.values()), trajectories=str(self.trajectory_dir),
-                          warnings=self.warnings, reconciliation=reconciliation)
+                          warnings=self.warnings, reconciliation=reconciliation, decision=self.decision)
 
     async def _reconcile(self) -> list[Reconciliation]:
         """For every hosted arm, the router's reported cost beside ours, call by call (answered calls only)."""
@@ -249,6 +260,33 @@ class Runner:
             progress.done, progress.resolved, progress.errors = recorded.done, recorded.resolved, recorded.errors
             if self.arm_specs[arm].billing == "tokens":
                 progress.spend_usd = recorded.calls_cost_usd
+
+    # --- deciding -----------------------------------------------------------------------------------------
+
+    def _decision_rounds(self) -> DecisionRounds | None:
+        """The rounds of a run with a decision question; a question about a skipped arm is refused."""
+        config = self.spec.decide
+        if config is None:
+            return None
+        asked = [*(config.cheaper.arms if config.cheaper else []), *([config.reaches.arm] if config.reaches else [])]
+        skipped = [arm for arm in asked if arm in self.skip_arms]
+        if skipped:
+            raise RunError(f"decide: asks about {', '.join(skipped)}, which this run skips "
+                           f"({self.skip_arms[skipped[0]]})")
+        live = [arm.name for arm in self.spec.arms if arm.name not in self.skip_arms]
+        rounds = DecisionRounds(config, self.ledger, self.run_id, live, seeds=self.spec.seeds,
+                                workers=self.spec.workers)
+        rounds.stopped = self.stopped
+        return rounds
+
+    async def _decide(self, rounds: DecisionRounds, tasks: list[Task], live: list[str],
+                      finished: set[tuple[str, int, int]], by_id: dict[str, Task]) -> None:
+        """Round after round until the question is decided, a cap would be passed, or no task is left."""
+        async def run_round(task_ids: list[str]) -> None:
+            keys = expand_keys(self.spec, [by_id[t] for t in task_ids], live)
+            await self._work([k for k in keys if (k.arm, k.task_id, k.seed) not in finished], by_id)
+
+        self.decision = (await rounds.run([t.task_id for t in tasks], run_round)).line
 
     # --- episodes -----------------------------------------------------------------------------------------
 

@@ -1,19 +1,27 @@
-"""Anytime-valid intervals for a bounded mean: the statistical core of deciding a run early (issue "Plan the spend,
-stop when it is decided"). A run that looks at its figures after every round of tasks and stops when they
-settle must not use a fixed-n interval: looking repeatedly inflates its error. A confidence sequence holds at every
-look at once: with probability at least 1 − α the true mean lies in every interval it ever gives, so a run may
-stop whenever the interval excludes the claim.
+"""Anytime-valid intervals: the statistical core of deciding a run early (issue "Plan the spend, stop when it is
+decided"). A run that looks at its figures after every round of tasks and stops when they settle must not use a
+fixed-n interval: looking repeatedly inflates its error. A confidence sequence holds at every look at once: with
+probability at least 1 − α the true value lies in every interval it ever gives, so a run may stop whenever the
+interval excludes the claim.
 
-The construction is the hedged betting confidence sequence of Waudby-Smith & Ramdas ("Estimating means of bounded
-random variables by betting", JRSS B 2023): for each candidate mean m, two gamblers bet that the next value
-lies above and below m; their wealth is a nonnegative martingale when m is the true mean, so by Ville's
-inequality it passes 2/α with probability at most α/2 each. The candidates where neither gambler got rich form
-the interval. Bets are sized from the values seen before (predictable), with the plug-in rate of the paper
-(its eq. 26), truncated so that no bet can lose more than it holds. Values are per-task scores in [0, 1]
-(a task's resolved fraction of its seeds); a paired difference in [−1, 1] is mapped onto [0, 1] by the caller."""
+Two constructions, one per kind of figure:
+
+- Bounded means (a resolve rate, a paired difference of resolve rates): the hedged betting confidence sequence of
+  Waudby-Smith & Ramdas ("Estimating means of bounded random variables by betting", JRSS B 2023). For each
+  candidate mean m, two gamblers bet that the next value lies above and below m; their wealth is a nonnegative
+  martingale when m is the true mean, so by Ville's inequality it passes 2/α with probability at most α/2 each.
+  The candidates where neither gambler got rich form the interval. Bets are sized from the values seen before
+  (predictable), with the plug-in rate of the paper (its eq. 26), truncated so that no bet can lose more than it
+  holds. Values are per-task scores in [0, 1] (a task's resolved fraction of its seeds). Exact at every n.
+- Cost per resolved attempt (Σ cost ÷ Σ resolved: per-task costs are heavy-tailed with no useful bound, so no
+  betting bound applies): the asymptotic confidence sequence of Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas
+  ("Time-uniform central limit theory and asymptotic confidence sequences", Ann. Statist. 2024, Theorem 2.2) on
+  the delta-method influence values of the ratio. Valid as the number of tasks grows, which is why a run gives no
+  cost verdict before its burn-in (`decide.min_tasks`)."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -22,47 +30,128 @@ import numpy as np
 
 GRID = 2001  # candidate means on [0, 1]: the interval's ends are exact to 1/2000
 MAX_BET = 0.5  # the paper's truncation c: at most half the wealth is staked on one value
+BLOCK = 64  # tasks whose wagers are computed as one array: the betting loop runs per block, not per task
+MAX_PLAN_TASKS = 2 ** 50  # beyond this no plan is worth stating: the search stops rather than running for ever
+
+ArrayLike = np.ndarray | list[float]
+
+_CANDIDATES = np.linspace(0.0, 1.0, GRID)  # the candidate means m
+_CAP_UP = MAX_BET / np.maximum(_CANDIDATES, 1e-12)  # no bet above m loses more than MAX_BET of the wealth, even at 0
+_CAP_DOWN = MAX_BET / np.maximum(1 - _CANDIDATES, 1e-12)
 
 
 @dataclass(frozen=True)
 class Interval:
-    """The confidence sequence after `n` values: [lower, upper] holds the mean, at this look and every other,
-    with probability at least 1 − alpha."""
+    """The confidence sequence after `n` tasks: [lower, upper] holds the true value, at this look and every other,
+    with probability at least 1 − alpha; `estimate` is the point estimate at this look."""
 
     lower: float
     upper: float
     n: int
     alpha: float
+    estimate: float | None = None
 
 
-def confidence_sequence(values: np.ndarray | list[float], alpha: float = 0.05) -> list[Interval]:
+def confidence_sequence(values: ArrayLike, alpha: float = 0.05) -> list[Interval]:
     """The interval after each of `values` (each in [0, 1]), in order: what a run that looks after every task
-    would see. The intervals are nested (each the intersection of all before it)."""
-    x = np.asarray(values, dtype=float)
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), not {alpha!r}")
-    if x.ndim != 1 or not np.all(np.isfinite(x)) or np.any((x < 0) | (x > 1)):
-        raise ValueError("values must be a sequence of numbers in [0, 1] (a task's resolved fraction)")
-    m = np.linspace(0.0, 1.0, GRID)
-    up, down = np.zeros(GRID), np.zeros(GRID)  # log wealth of the gamblers betting above / below m
-    alive = np.ones(GRID, dtype=bool)  # candidates never rejected: the running intersection
-    reject = math.log(1 / alpha)  # Ville: the hedged wealth passes 1/α with probability at most α under the truth
-    cap_up = MAX_BET / np.maximum(m, 1e-12)  # no bet above m loses more than MAX_BET of the wealth, even at 0
-    cap_down = MAX_BET / np.maximum(1 - m, 1e-12)
-    total, squares, intervals = 0.5, 0.25, []  # the plug-in's prior mean and variance count as one value
-    for t, value in enumerate(x, start=1):
-        mean, variance = total / t, squares / t
-        rate = math.sqrt(2 * math.log(2 / alpha) / (variance * t * math.log(t + 1)))
-        bet_up, bet_down = np.minimum(rate, cap_up), np.minimum(rate, cap_down)
-        up += np.log1p(bet_up * (value - m))
-        down += np.log1p(-bet_down * (value - m))
-        alive &= np.logaddexp(up, down) - math.log(2) < reject  # the hedged wealth, half on each gambler
-        total += value
-        squares += (value - mean) ** 2
-        kept = m[alive]
-        lower, upper = (float(kept[0]), float(kept[-1])) if kept.size else (float(mean), float(mean))
-        intervals.append(Interval(lower, upper, t, alpha))
-    return intervals
+    would see, each with the running mean as its estimate. The intervals are nested (each the intersection of
+    all before it)."""
+    sequence = BettingSequence(alpha)
+    lower, upper, estimate = sequence.advance(_unit_values(values))
+    return [Interval(float(lo), float(up), sequence.n - lower.size + i + 1, alpha, float(est))
+            for i, (lo, up, est) in enumerate(zip(lower, upper, estimate))]
+
+
+class BettingSequence:
+    """The betting confidence sequence of confidence_sequence fed a few values at a time, for a run that looks
+    after every round: `extend` takes the next values and gives the interval after the last of them, carrying the
+    gamblers' wealth, the candidates still alive and the running totals from one call to the next, so each value
+    is paid for once. Fed the same values in any chunks, it gives exactly confidence_sequence's intervals."""
+
+    def __init__(self, alpha: float = 0.05) -> None:
+        _check_alpha(alpha)
+        self.alpha = alpha
+        self.n = 0  # values consumed
+        self.interval: Interval | None = None  # after the last value consumed (None: none yet)
+        self._total, self._squares = 0.5, 0.25  # the plug-in's prior mean and variance count as one value
+        self._sum = 0.0  # of the values alone: the running mean, the estimate
+        self._up, self._down = np.zeros(GRID), np.zeros(GRID)  # log wealth of the gamblers betting above / below m
+        self._alive = np.ones(GRID, dtype=bool)  # candidates never rejected: the running intersection
+        self._first, self._last = 0, GRID - 1  # the alive candidates' span (first > last: none alive)
+        self._reject = math.log(1 / alpha) + math.log(2)  # Ville: the hedged wealth (half on each) passes 1/α w.p. ≤ α
+
+    def extend(self, values: ArrayLike) -> Interval:
+        """The interval after `values` (each in [0, 1]) follow every value consumed before; no values: the
+        interval so far (refused before any value)."""
+        lower, upper, estimate = self.advance(_unit_values(values))
+        if self.interval is None:
+            raise ValueError("values must hold at least one number in [0, 1] before the first interval")
+        return self.interval
+
+    def copy(self) -> BettingSequence:
+        """An independent sequence in the same state: extending one leaves the other as it was."""
+        twin = copy.copy(self)
+        twin._up, twin._down, twin._alive = self._up.copy(), self._down.copy(), self._alive.copy()
+        return twin
+
+    def advance(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Consume `x` (checked values in [0, 1]): the interval's ends and the running mean after each. Bet sizes
+        depend only on the values before, so they are computed for all of `x` at once; the wealth is then
+        accumulated a block of values at a time, only over the candidates still alive (a rejected candidate never
+        returns). Every running sum is continued value by value, so chunking `x` changes no bit of the result."""
+        if x.size == 0:
+            return x, x, x
+        t = np.arange(self.n + 1, self.n + x.size + 1, dtype=float)
+        totals = np.cumsum(np.concatenate(([self._total], x)))
+        mean = totals[:-1] / t  # the plug-in's mean before each value
+        squares = np.cumsum(np.concatenate(([self._squares], (x - mean) ** 2)))
+        rate = np.sqrt(2 * math.log(2 / self.alpha) / (squares[:-1] * np.log(t + 1)))  # eq. 26: variance·t
+        sums = np.cumsum(np.concatenate(([self._sum], x)))[1:]
+        lower, upper = self._bet(x, rate, mean)
+        self.n += x.size
+        self._total, self._squares, self._sum = float(totals[-1]), float(squares[-1]), float(sums[-1])
+        estimate = sums / t
+        self.interval = Interval(float(lower[-1]), float(upper[-1]), self.n, self.alpha, float(estimate[-1]))
+        return lower, upper, estimate
+
+    def _bet(self, x: np.ndarray, rate: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gamblers' wagers on `x`, a block at a time: the interval's ends after each value."""
+        lower, upper = mean.copy(), mean.copy()  # where every candidate is rejected, the interval is the point
+        for start in range(0, x.size, BLOCK):
+            if self._first > self._last:
+                break
+            rows, cols = slice(start, min(start + BLOCK, x.size)), slice(self._first, self._last + 1)
+            value, bet_rate, grid = x[rows, None], rate[rows, None], _CANDIDATES[cols]
+            gain_up = np.log1p(np.minimum(bet_rate, _CAP_UP[cols]) * (value - grid))
+            gain_down = np.log1p(-np.minimum(bet_rate, _CAP_DOWN[cols]) * (value - grid))
+            wealth_up = np.cumsum(np.vstack((self._up[cols], gain_up)), axis=0)[1:]
+            wealth_down = np.cumsum(np.vstack((self._down[cols], gain_down)), axis=0)[1:]
+            below = np.logaddexp(wealth_up, wealth_down) < self._reject
+            kept = np.logical_and.accumulate(np.vstack((self._alive[cols], below)))[1:]
+            self._up[cols], self._down[cols], self._alive[cols] = wealth_up[-1], wealth_down[-1], kept[-1]
+            some = kept.any(axis=1)
+            lower[rows] = np.where(some, grid[np.argmax(kept, axis=1)], lower[rows])
+            upper[rows] = np.where(some, grid[kept.shape[1] - 1 - np.argmax(kept[:, ::-1], axis=1)], upper[rows])
+            survivors = np.flatnonzero(self._alive)
+            self._first, self._last = (int(survivors[0]), int(survivors[-1])) if survivors.size else (1, 0)
+        return lower, upper
+
+
+def paired_difference_sequence(a: ArrayLike, b: ArrayLike,
+                               alpha: float = 0.05) -> list[Interval]:
+    """Intervals for mean(a − b) after each task, where a and b are the two arms' per-task scores in [0, 1]
+    paired by task: the betting sequence on (d + 1)/2 ∈ [0, 1] mapped back onto [−1, 1]; the estimate is the
+    running mean difference."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    for name, arr in (("a", x), ("b", y)):
+        if arr.ndim != 1 or not np.all(np.isfinite(arr)) or np.any((arr < 0) | (arr > 1)):
+            raise ValueError(f"{name} must be a sequence of numbers in [0, 1] (a task's resolved fraction)")
+    if x.size != y.size:
+        raise ValueError(f"a and b must pair task by task: {x.size} values against {y.size}")
+    difference = x - y
+    shifted = confidence_sequence((difference + 1) / 2, alpha)
+    running = np.cumsum(difference) / np.arange(1, x.size + 1)
+    return [Interval(2 * i.lower - 1, 2 * i.upper - 1, i.n, alpha, float(d)) for i, d in zip(shifted, running)]
 
 
 Verdict = Literal["reaches", "below", "undecided"]
@@ -76,3 +165,192 @@ def claim_verdict(interval: Interval, claimed: float) -> Verdict:
     if interval.upper < claimed:
         return "below"
     return "undecided"
+
+
+def normal_mixture_radius(n: int, variance: float, alpha: float, t_star: int) -> float:
+    """Half-width of the two-sided asymptotic confidence sequence for a mean after n values whose sample variance
+    is `variance` (Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas, Ann. Statist. 2024, Theorem 2.2):
+
+        radius = σ̂ · sqrt( 2 (n ρ² + 1) / (n² ρ²) · log( sqrt(n ρ² + 1) / α ) )
+
+    This is Robbins' two-sided normal-mixture boundary (a N(0, ρ²) mixture of exp(λ S_n − λ² n / 2) crosses 1/α
+    with probability at most α, by Ville's inequality) applied to the Gaussian process that strongly approximates
+    the standardised sum. ρ is tuned so that the radius is smallest at n = t_star: writing u = t_star ρ², the
+    radius at t_star is minimised where u = log(1 + u) + 2 log(1/α), solved here by fixed-point iteration; the
+    paper's closed form ρ² = (−2 log α + log(1 − 2 log α)) / t_star is the first step of that iteration."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a whole number of values ≥ 1, not {n!r}")
+    if not (math.isfinite(variance) and variance >= 0):
+        raise ValueError(f"variance must be a finite number ≥ 0, not {variance!r}")
+    _check_alpha(alpha)
+    rho2 = _mixture_rho2(alpha, _check_t_star(t_star))
+    spread = n * rho2 + 1
+    return math.sqrt(variance) * math.sqrt(2 * spread / (n * n * rho2) * math.log(math.sqrt(spread) / alpha))
+
+
+def cost_per_resolved_interval(cost: ArrayLike, resolved: ArrayLike,
+                               alpha: float = 0.05, t_star: int | None = None) -> Interval | None:
+    """The asymptotic confidence sequence's interval, at this look, for one arm's cost per resolved attempt
+    θ = Σ cost ÷ Σ resolved ($), where `cost` is each task's $ over all its attempts and `resolved` its resolved
+    attempts. Built on log θ, whose delta-method influence per task is cost_i/mean(cost) − resolved_i/mean(resolved),
+    and mapped back to $ (so the interval is not symmetric about the estimate). The mixture is tuned for t_star
+    tasks (None: the tasks so far). None when there are fewer than 2 tasks or nothing was resolved or spent."""
+    _check_alpha(alpha)
+    c, r = _arm_arrays(cost, resolved, "cost", "resolved")
+    if c.size < 2 or not _has_ratio(c, r):
+        return None
+    theta, influence = _log_ratio_influence(c, r)
+    radius = _influence_radius(influence, alpha, t_star)
+    return Interval(theta * math.exp(-radius), theta * math.exp(radius), c.size, alpha, theta)
+
+
+def cost_ratio_interval(cost_a: ArrayLike, resolved_a: ArrayLike,
+                        cost_b: ArrayLike, resolved_b: ArrayLike,
+                        alpha: float = 0.05, t_star: int | None = None) -> Interval | None:
+    """The interval for θa / θb (the ratio of the two arms' costs per resolved attempt), the arms paired by task:
+    the asymptotic confidence sequence on log θa − log θb, whose influence per task is the difference of the two
+    arms' log-ratio influences (pairing removes the tasks' shared size). None as cost_per_resolved_interval."""
+    pair = _paired_arms(cost_a, resolved_a, cost_b, resolved_b, alpha)
+    if pair is None:
+        return None
+    (theta_a, psi_a), (theta_b, psi_b) = pair
+    ratio = theta_a / theta_b
+    radius = _influence_radius(psi_a - psi_b, alpha, t_star)
+    return Interval(ratio * math.exp(-radius), ratio * math.exp(radius), psi_a.size, alpha, ratio)
+
+
+def cost_difference_interval(cost_a: ArrayLike, resolved_a: ArrayLike,
+                             cost_b: ArrayLike, resolved_b: ArrayLike,
+                             alpha: float = 0.05, t_star: int | None = None) -> Interval | None:
+    """The interval for θa − θb in $ per resolved attempt, paired by task: the asymptotic confidence sequence on
+    the difference, whose influence per task is θa·ψa − θb·ψb (ψ each arm's log-ratio influence). None as
+    cost_per_resolved_interval. On the $ scale a skewed cost's estimate and its variance are low together in the
+    samples that have not yet met the tail, so at small n this interval misses on one side; the verdict reads the
+    log-scale ratio, this interval only sizes the difference."""
+    pair = _paired_arms(cost_a, resolved_a, cost_b, resolved_b, alpha)
+    if pair is None:
+        return None
+    (theta_a, psi_a), (theta_b, psi_b) = pair
+    difference = theta_a - theta_b
+    radius = _influence_radius(theta_a * psi_a - theta_b * psi_b, alpha, t_star)
+    return Interval(difference - radius, difference + radius, psi_a.size, alpha, difference)
+
+
+Cheaper = Literal["first", "second", "equivalent", "undecided"]
+
+
+def cheaper_verdict(ratio: Interval, margin: float) -> Cheaper:
+    """Which arm is cheaper per resolved attempt, read from the interval for θa / θb: "first" when it lies below
+    1, "second" when above 1, "equivalent" when margin > 0 and it lies within [1/(1 + margin), 1 + margin] (the
+    difference is under the margin either way), else "undecided". Wrong only when the interval misses the truth."""
+    if not (math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"margin must be a finite number ≥ 0 (0.1 = a 10 % tie band), not {margin!r}")
+    if ratio.upper < 1:
+        return "first"
+    if ratio.lower > 1:
+        return "second"
+    if margin > 0 and 1 / (1 + margin) <= ratio.lower and ratio.upper <= 1 + margin:
+        return "equivalent"
+    return "undecided"
+
+
+def tasks_to_exclude(gap: float, variance: float, alpha: float, t_star: int) -> int | None:
+    """The smallest n at which normal_mixture_radius(n, variance, alpha, t_star) < gap: how many tasks the plan
+    says it takes for the interval to leave a value `gap` away from the estimate. None when gap <= 0 or when no
+    n up to 2^50 is enough (a gap vanishingly small against the spread: a look must not crash on it)."""
+    if not math.isfinite(gap):
+        raise ValueError(f"gap must be a finite number, not {gap!r}")
+    if gap <= 0:
+        return None
+
+    def narrow(n: int) -> bool:
+        return normal_mixture_radius(n, variance, alpha, t_star) < gap
+
+    high = 1
+    while not narrow(high):  # the radius shrinks with n: double until narrow enough, then bisect
+        high *= 2
+        if high > MAX_PLAN_TASKS:
+            return None
+    low = high // 2  # not narrow (or 0): the answer lies in (low, high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if narrow(middle) else (middle, high)
+    return high
+
+
+def _unit_values(values: ArrayLike) -> np.ndarray:
+    """`values` as a flat array, refused unless every one is a number in [0, 1]."""
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1 or not np.all(np.isfinite(x)) or np.any((x < 0) | (x > 1)):
+        raise ValueError("values must be a sequence of numbers in [0, 1] (a task's resolved fraction)")
+    return x
+
+
+def _mixture_rho2(alpha: float, t_star: int) -> float:
+    """ρ² making the normal-mixture radius smallest at t_star (see normal_mixture_radius): u = t_star ρ² solves
+    u = log(1 + u) + 2 log(1/α), a contraction (slope 1/(1 + u) < 1) from the paper's closed form."""
+    target = 2 * math.log(1 / alpha)
+    u = target + math.log1p(target)
+    for _ in range(100):
+        following = target + math.log1p(u)
+        if abs(following - u) < 1e-12:
+            break
+        u = following
+    return u / t_star
+
+
+def _influence_radius(influence: np.ndarray, alpha: float, t_star: int | None) -> float:
+    """The radius for the mean of per-task influence values (their mean is zero by construction), with the
+    unbiased sample variance: at the small n of a burn-in, the 1/n variance would narrow the interval further."""
+    n = influence.size
+    variance = float(np.sum(influence * influence) / (n - 1))
+    return normal_mixture_radius(n, variance, alpha, n if t_star is None else t_star)
+
+
+def _log_ratio_influence(cost: np.ndarray, resolved: np.ndarray) -> tuple[float, np.ndarray]:
+    """θ = Σ cost ÷ Σ resolved and the delta-method influence of log θ per task."""
+    mean_cost, mean_resolved = cost.mean(), resolved.mean()
+    return float(cost.sum() / resolved.sum()), cost / mean_cost - resolved / mean_resolved
+
+
+def _paired_arms(cost_a: ArrayLike, resolved_a: ArrayLike, cost_b: ArrayLike, resolved_b: ArrayLike,
+                 alpha: float) -> tuple[tuple[float, np.ndarray], tuple[float, np.ndarray]] | None:
+    """Both arms' (θ, influence), checked to pair task by task; None when either has no ratio yet."""
+    _check_alpha(alpha)
+    ca, ra = _arm_arrays(cost_a, resolved_a, "cost_a", "resolved_a")
+    cb, rb = _arm_arrays(cost_b, resolved_b, "cost_b", "resolved_b")
+    if ca.size != cb.size:
+        raise ValueError(f"cost_a and cost_b must pair task by task: {ca.size} tasks against {cb.size}")
+    if ca.size < 2 or not (_has_ratio(ca, ra) and _has_ratio(cb, rb)):
+        return None
+    return _log_ratio_influence(ca, ra), _log_ratio_influence(cb, rb)
+
+
+def _arm_arrays(cost: ArrayLike, resolved: ArrayLike, cost_name: str,
+                resolved_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """One arm's per-task arrays, refused unless both are finite, ≥ 0 and of one length."""
+    c, r = np.asarray(cost, dtype=float), np.asarray(resolved, dtype=float)
+    for name, arr, unit in ((cost_name, c, "$ per task"), (resolved_name, r, "resolved attempts per task")):
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be a flat sequence ({unit}), not an array of shape {arr.shape}")
+        bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0))
+        if bad.size:
+            raise ValueError(f"{name} must be finite and ≥ 0 ({unit}): task {int(bad[0])} has {arr[bad[0]]!r}")
+    if c.size != r.size:
+        raise ValueError(f"{cost_name} and {resolved_name} must have one value per task: {c.size} against {r.size}")
+    return c, r
+
+
+def _has_ratio(cost: np.ndarray, resolved: np.ndarray) -> bool:
+    return bool(cost.sum() > 0 and resolved.sum() > 0)
+
+
+def _check_alpha(alpha: float) -> None:
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise ValueError(f"alpha must be in (0, 1), not {alpha!r}")
+
+
+def _check_t_star(t_star: int) -> int:
+    if isinstance(t_star, bool) or not isinstance(t_star, (int, np.integer)) or t_star < 1:
+        raise ValueError(f"t_star must be a whole number of tasks ≥ 1, not {t_star!r}")
+    return int(t_star)

@@ -17,6 +17,7 @@ from compare.arms import (ARM_NAME, ARM_TAGS, MAX_USD_PER_HOUR, MAX_USD_PER_MTOK
                           Arm, GpuLeaseSpec, LocalArm, OracleArm, Prices, PriceTier, RouterArm, Sampling, SglangArm,
                           StrictModel)
 from compare.budgets import Budgets  # noqa: F401 - the spec's budgets, also read as compare.spec.Budgets
+from compare.decide_spec import DecideConfig, PlanConfig
 from sandbox import BackendName, SWEBenchImages
 
 NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"  # a Kubernetes namespace name (a DNS-1123 label)
@@ -105,6 +106,9 @@ class RunSpec(StrictModel):
     costs: CostConfig = Field(default_factory=CostConfig)
     arms: list[Arm] = Field(min_length=1)
     preset: Literal["leaf"] | None = None
+    decide: DecideConfig | None = Field(None, description="a decision question: the run goes in rounds and stops "
+                                        "when it is decided (docs/decisions.md)")
+    plan: PlanConfig | None = Field(None, description="what `leafcost plan` assumes where no run has measured an arm")
 
     @model_validator(mode="before")
     @classmethod
@@ -125,8 +129,18 @@ class RunSpec(StrictModel):
             raise ValueError(f"arm names must be unique; repeated: {', '.join(duplicates)}")
         return arms
 
+    @model_validator(mode="after")
+    def _questions_name_arms(self) -> RunSpec:
+        if self.decide is not None:
+            self.decide.check_arms(self.arms)
+        if self.plan is not None:
+            self.plan.check_arms(self.arms)
+        return self
+
     def digest(self) -> str:
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        """The hash of what every episode depends on: not the decision question or the plan's priors (they decide
+        how many episodes run, not how one runs), so a resumed run may raise its budget."""
+        return hashlib.sha256(self.model_dump_json(exclude={"decide", "plan"}).encode()).hexdigest()
 
 
 # Leaf's published settings (shared/reference/leaf.md): applied where the spec is silent.
@@ -290,6 +304,9 @@ def describe_validation_error(exc: ValidationError) -> str:
             loc.append(error["ctx"]["discriminator"].strip("'"))
             message = _unknown_arm_kind(error["ctx"].get("tag"))
         where = ".".join(loc) or "(top level)"
+        if not loc and re.match(r"^[a-z_][\w.]*: ", message):  # a spec-wide check names its own field
+            lines.append(message)
+            continue
         if error["type"] == "extra_forbidden":
             message = "unknown field"
             if loc and loc[-1] == "api_key":

@@ -32,6 +32,7 @@ from compare.costs import (
     utilization,
 )
 from compare.arm_table import counted
+from compare.decision_record import run_decision
 from compare.documents import SummaryDocument, conforming
 from compare.ledger import RunRecord, fetch_rows
 from adapters.base import IMPOSSIBLE_USAGE
@@ -194,7 +195,8 @@ def summarize(conn, run_id: str, *, arms: list[str] | None = None, resamples: in
                 "bootstrap": {"resamples": resamples, "seed": seed, "unit": "task"},
                 "scenario": overrides.name if overrides is not None else None, "strict_grading": strict,
                 "arms": [arm_summary(f, sandbox_price, resamples=resamples, seed=seed, overrides=overrides, now=now)
-                         for f in facts]}
+                         for f in facts],
+                "decision": run_decision(conn, run_id)}
     return conforming(SummaryDocument, document)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from compare.arm_table import arm_cells, columns, counted, figure_label, flagged_notes
 from compare.breakeven import breakeven
+from compare.decision_record import headline, look_table, outcome
 from compare.ledger import LedgerAccess, connect_read_only
 from compare.summary import dumps, summarize
 from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg, esc, fmt_pct, fmt_usd
@@ -254,7 +255,7 @@ def notes_of(document: dict[str, Any], missing_trajectories: dict[str, int] | No
     notes: list[str] = []
     if document.get("run_status") != "finished":
         notes.append(f"the run is {document.get('run_status')}: these figures cover the attempts finished so far")
-    top = {k: v for k, v in document.items() if k != "arms"}
+    top = {k: v for k, v in document.items() if k not in ("arms", "decision")}  # the decision has its own section
     for scope, entry in [("run", top)] + [(a["arm"], a) for a in document["arms"]]:
         grouped: dict[str, list[str]] = {}
         for where, text in _reasons(entry):
@@ -299,7 +300,7 @@ th{background:#f5f5f5}td.num{text-align:right;white-space:nowrap}
 .scroll{overflow-x:auto}svg{max-width:100%;height:auto}
 .breakeven{border:1px solid #ddd;border-radius:6px;padding:.6rem 1rem;margin:.8rem 0}
 .breakeven dl{display:grid;grid-template-columns:max-content auto;gap:.15rem 1rem;margin:.4rem 0}
-.breakeven dt{color:#555}.reason{color:#8a4b08}
+.breakeven dt{color:#555}.reason{color:#8a4b08}.verdict{font-weight:600}
 footer{margin-top:2.5rem;border-top:1px solid #ddd;font-size:.8rem;color:#555}
 """
 
@@ -316,6 +317,7 @@ def render_html(document: dict[str, Any], notes: list[str], provenance: Provenan
         f'<p class="meta">run <code id="run-id">{run_id}</code> · status <b id="run-status">'
         f'{esc(document["run_status"])}</b> · {counted(len(document.get("task_order") or []), "task")} × '
         f'{counted(document.get("seeds") or 0, "seed")}{scenario}</p></header>',
+        _html_decision(document.get("decision")),
         '<section id="arms"><h2>Arms</h2><div class="scroll">', _html_table(document["arms"]), "</div></section>",
         '<section id="charts"><h2>Cost per resolved attempt against resolve rate</h2>',
         cost_vs_resolve_svg(document, standalone=False),
@@ -330,6 +332,24 @@ def render_html(document: dict[str, Any], notes: list[str], provenance: Provenan
         "</body>", "</html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _html_decision(decision: dict[str, Any] | None) -> str:
+    """The "Decision" section: the verdict line, what the stop left and a row per look; nothing without one."""
+    if not decision:
+        return ""
+    headers, rows = look_table(decision)
+    classes = ['' if header == "action" else ' class="num"' for header in headers]
+    head = "".join(f'<th scope="col">{esc(header)}</th>' for header in headers)
+    body = "".join("<tr>" + "".join(f"<td{klass}>{esc(text)}</td>" for text, klass in zip(row, classes, strict=True))
+                   + "</tr>" for row in rows)
+    left = outcome(decision)
+    return (f'<section id="decision" data-status="{esc(decision["status"])}"><h2>Decision</h2>'
+            f'<p class="verdict">{esc(headline(decision))}</p>'
+            + (f'<p class="outcome">{esc(left)}</p>' if left else "")
+            + (f'<div class="scroll"><table id="looks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+               "</div>" if rows else "")
+            + "</section>")
 
 
 def _html_table(arms: list[dict[str, Any]]) -> str:
@@ -415,6 +435,7 @@ def render_markdown(document: dict[str, Any], notes: list[str], provenance: Prov
     lines = [f"# leafcost report {_md(document['run_id'])}", "",
              f"Run status: **{_md(document['run_status'])}**"
              + (f", scenario **{_md(document['scenario'])}**" if document.get("scenario") else ""), ""]
+    lines += _markdown_decision(document.get("decision"))
     if document["arms"]:
         lines.append("| " + " | ".join(_md(column.label) for column in columns()) + " |")
         lines.append("|" + "|".join("---:" if column.numeric else "---" for column in columns()) + "|")
@@ -431,6 +452,21 @@ def render_markdown(document: dict[str, Any], notes: list[str], provenance: Prov
     lines += ["", "## Notes", ""] + ([f"- {_md(n)}" for n in notes] or ["- none"])
     lines += ["", "## Provenance", ""] + [f"- {_md(line)}" for line in provenance.lines()]
     return "\n".join(lines) + "\n"
+
+
+def _markdown_decision(decision: dict[str, Any] | None) -> list[str]:
+    """The "Decision" section's lines (none without a decision question)."""
+    if not decision:
+        return []
+    headers, rows = look_table(decision)
+    left = outcome(decision)
+    lines = ["## Decision", "", f"**{_md(headline(decision))}**", ""] + ([_md(left), ""] if left else [])
+    if rows:
+        lines.append("| " + " | ".join(_md(header) for header in headers) + " |")
+        lines.append("|" + "|".join("---" if header == "action" else "---:" for header in headers) + "|")
+        lines += ["| " + " | ".join(_md(text) for text in row) + " |" for row in rows]
+        lines.append("")
+    return lines
 
 
 def _md(text: Any) -> str:

@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse
 
 from compare.arm_table import Cell, arm_cells, columns, counted, figure_label, flagged_notes, fmt_usd
 from compare.breakeven import breakeven
+from compare.decision_record import headline, look_table, outcome
 from compare.episode_list import EpisodeFilter, count_episodes, find_episode, list_episodes
 from compare.ledger import LedgerAccess, LedgerError, fetch_rows
 from compare.summary import SummaryError, summarize
@@ -44,6 +45,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:8px;bo
 #arms .more{display:none}#all-figures:checked~.wide #arms .more{display:table-cell}
 label.more-figures{color:#1a5fb4;cursor:pointer;font-size:13px}#all-figures{margin:0 6px 0 0}
 .step{border-left:3px solid #c6cdd5;padding-left:10px;margin:12px 0}
+.verdict{font-size:15px;font-weight:600;overflow-wrap:anywhere}
 """
 
 # The arm table's columns shown at first, the ones a reader compares arms by; the registry's others (and any
@@ -96,7 +98,7 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
                 f"{document['bootstrap']['resamples']:,} bootstrap resamples over tasks; sandbox "
                 f"${document['sandbox_usd_per_vcpu_hour']}/vCPU-hour · <a href=\"/runs/{escape(run_id)}/summary\">"
                 "JSON</a> · <a href=\"/\">all runs</a></p>"
-                + _arm_table(document) + _notes(document)
+                + _decision_section(document) + _arm_table(document) + _notes(document)
                 + "<h2>Cost per resolved attempt against resolve rate</h2><div class=charts>"
                 + cost_vs_resolve_svg(document) + cost_breakdown_svg(document) + "</div>"
                 + _breakeven_panel(document)
@@ -137,6 +139,25 @@ def _page(title: str, body: str) -> str:
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
             f"<meta name=viewport content=\"width=device-width,initial-scale=1\"><style>{STYLE}</style></head>"
             f"<body>{body}</body></html>")
+
+
+def _decision_section(document: dict[str, Any]) -> str:
+    """The run's decision at the top of its page: the verdict line, what the stop left, and a row per look (none
+    for a run without a decision question)."""
+    decision = document.get("decision")
+    if not decision:
+        return ""
+    headers, rows = look_table(decision)
+    numeric = [header != "action" for header in headers]
+    head = "".join(f"<th{_classes(n, False)}>{escape(header)}</th>" for header, n in zip(headers, numeric, strict=True))
+    body = "".join("<tr>" + "".join(f"<td{_classes(n, False)}>{escape(text)}</td>"
+                                    for text, n in zip(row, numeric, strict=True)) + "</tr>" for row in rows)
+    left = outcome(decision)
+    return (f"<section id=decision data-status={escape(decision['status'])}><h2>Decision</h2>"
+            f"<p class=verdict>{escape(headline(decision))}</p>"
+            + (f"<p class=outcome>{escape(left)}</p>" if left else "")
+            + (f"<div class=wide><table id=looks><tr>{head}</tr>{body}</table></div>" if rows else "")
+            + "</section>")
 
 
 def _arm_table(document: dict[str, Any]) -> str:

@@ -12,9 +12,11 @@ from compare.api.declarations import BUSY, NOT_FOUND, Resamples, Seed
 from compare.api.errors import ApiError, invalid
 from compare.api.figures import Figures, Outcome, ok, run_state, validated_spec
 from compare.api.models import ArmPriceSheet, PricesDocument, UnfairDetail
-from compare.documents import BreakevenDocument, CompareDocument, SummaryDocument
+from compare.decision_record import run_decision
+from compare.documents import BreakevenDocument, CompareDocument, DecisionDocument, SummaryDocument
 from compare.ledger import LedgerAccess
 from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from compare.summary import dumps
 
 
 def figure_routes(access: LedgerAccess, figures: Figures) -> APIRouter:
@@ -57,6 +59,15 @@ def figure_routes(access: LedgerAccess, figures: Figures) -> APIRouter:
                                                     "(default: the measured one)")) -> Response:
         return figures.breakeven(run_id, self_hosted, hosted, gpu_usd_per_hour=gpu_usd_per_hour,
                                  utilization=utilization).response()
+
+    @router.get("/runs/{run_id}/decision", response_model=DecisionDocument | None,
+                summary="The run's decision question, its looks and verdict (the summary's `decision`); null for a "
+                        "run without decide:")
+    def decision(run_id: str) -> Response:
+        with access.reading() as conn:  # never cached: two small reads, and a running decision changes
+            run_state(conn, run_id)
+            document = run_decision(conn, run_id)
+        return Outcome(200, dumps(document).encode(), document).response()
 
     @router.get("/prices", response_model=PricesDocument,
                 summary="The price map revision, and with run_id the price sheet of each of its arms")

@@ -338,9 +338,44 @@ _ANSWER_TRUNCATED_COLUMN = """
 ALTER TABLE model_calls ADD COLUMN answer_truncated_chars BIGINT NOT NULL DEFAULT 0;
 """ + _comments_sql({"model_calls.answer_truncated_chars": "Characters cut from the answer's content, reasoning and "
                      "tool arguments past their caps (1,000,000 each, adapters.answers); 0 when nothing was cut."})
+# A run with a decision question (the spec's `decide:`) looks at its figures after every round of tasks and stops
+# when the question is decided, at its budget, or when the tasks run out: every look is a row.
+_DECISION_LOOKS = """
+CREATE TABLE decision_looks (
+    run_id VARCHAR NOT NULL,
+    look BIGINT NOT NULL,
+    looked_at TIMESTAMPTZ NOT NULL,
+    tasks BIGINT NOT NULL,
+    total_tasks BIGINT NOT NULL,
+    episodes BIGINT NOT NULL,
+    spent_usd JSON NOT NULL,
+    budget JSON NOT NULL,
+    result JSON NOT NULL,
+    action VARCHAR NOT NULL CHECK (action IN ('continue', 'decided', 'budget', 'exhausted')),
+    reason VARCHAR,
+    unspent_episodes BIGINT,
+    unspent_usd DOUBLE,
+    PRIMARY KEY (run_id, look)
+);
+""" + _comments_sql({
+    "decision_looks": "One row per look of a run with a decision question (decide: in its spec): after each round "
+                      "of tasks, what the confidence sequences said and whether the run went on or stopped.",
+    "decision_looks.tasks": "Tasks of the finished rounds the look used (every arm, every seed of each).",
+    "decision_looks.episodes": "Final episodes of every arm recorded when the look was taken.",
+    "decision_looks.spent_usd": "JSON {arm: $}: each arm's spend so far (tokens at its prices, its lease so far).",
+    "decision_looks.budget": "JSON: decide.budget in effect at this look (a resume may raise it).",
+    "decision_looks.result": "JSON: the look's verdicts (compare.decision.LookResult): per question the verdict, "
+                             "estimate, interval and the sentence shown.",
+    "decision_looks.action": "continue: another round ran after it; decided: every question decided, the run "
+                             "stopped; budget: the next round would pass a cap, the run stopped undecided; "
+                             "exhausted: no tasks left.",
+    "decision_looks.reason": "Why the run stopped at this look (the cap passed, or the decision), one line.",
+    "decision_looks.unspent_episodes": "Episodes of the spec the stop left unrun (every arm).",
+    "decision_looks.unspent_usd": "What those episodes would have cost at each arm's mean cost per task so far.",
+})
 MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS), _ROUTER_MODEL_COLUMNS, _CACHE_WRITE_COLUMN,
                          _SCENARIOS_TABLE, _LEASE_HEARTBEATS, _RUN_FAILED_STATUS, _CALL_INTENTS, _REWARD_HACKING,
-                         _ANSWER_TRUNCATED_COLUMN]
+                         _ANSWER_TRUNCATED_COLUMN, _DECISION_LOOKS]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 ARM_TOTALS_SQL = """

@@ -404,6 +404,23 @@ class Ledger:
             "INSERT OR REPLACE INTO scenarios (run_id, name, created_at, sheet, summary) VALUES (?, ?, ?, ?, ?)",
             row))
 
+    async def record_look(self, run_id: str, look: int, *, tasks: int, total_tasks: int, episodes: int,
+                          spent_usd: Mapping[str, float], budget: Mapping[str, Any], result: Mapping[str, Any],
+                          action: str, reason: str | None = None, unspent_episodes: int | None = None,
+                          unspent_usd: float | None = None) -> None:
+        """One look of a run's decision question (decision_looks); a look is written once and never changed."""
+        row = {"run_id": run_id, "look": look, "looked_at": utcnow(), "tasks": tasks, "total_tasks": total_tasks,
+               "episodes": episodes, "spent_usd": _json(dict(spent_usd)), "budget": _json(dict(budget)),
+               "result": json.dumps(dict(result), default=str), "action": action, "reason": reason,
+               "unspent_episodes": unspent_episodes, "unspent_usd": unspent_usd}
+        await self._write("record_look", lambda batch: batch.append("decision_looks", row))
+
+    async def looks(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's decision looks in order (JSON columns parsed)."""
+        rows = await asyncio.to_thread(self.query, "SELECT * FROM decision_looks WHERE run_id = ? ORDER BY look",
+                                       [run_id])
+        return [parse_look(row) for row in rows]
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await asyncio.to_thread(self.query, "SELECT * FROM runs WHERE run_id = ?", [run_id])
         return RunRecord.from_row(rows[0]) if rows else None
@@ -550,3 +567,12 @@ def _utc(at: datetime | None) -> datetime | None:
     if at is None:
         return None
     return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
+
+
+def parse_look(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A decision_looks row with its JSON columns as Python values."""
+    parsed = dict(row)
+    for column in ("spent_usd", "budget", "result"):
+        if isinstance(parsed.get(column), str):
+            parsed[column] = json.loads(parsed[column])
+    return parsed

@@ -24,7 +24,8 @@ TOKEN = "test-api-schema-token"
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EXAMPLES = 25
 READS = ["/health", "/runs", "/runs/{run_id}", "/runs/{run_id}/summary", "/runs/{run_id}/compare",
-         "/runs/{run_id}/episodes", "/runs/{run_id}/episodes/{episode_id}", "/runs/{run_id}/breakeven", "/prices"]
+         "/runs/{run_id}/episodes", "/runs/{run_id}/episodes/{episode_id}", "/runs/{run_id}/breakeven",
+         "/runs/{run_id}/decision", "/prices"]
 WRITE = "/runs/{run_id}/scenarios"
 QUERIED = ["/runs/{run_id}/summary", "/runs/{run_id}/compare", "/runs/{run_id}/episodes", "/runs/{run_id}/breakeven"]
 

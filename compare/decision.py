@@ -1,0 +1,302 @@
+"""One look at a deciding run (the spec's `decide:`): each question's verdict from the anytime-valid intervals of
+compare.sequential over the finished rounds' tasks, how many more tasks an undecided question needs, whether the
+budget lets the next round start, and the verdict's one line for every surface.
+
+A question's verdict is wrong with probability at most `decide.alpha` however many looks the run takes: the
+resolve rate's interval is the exact betting confidence sequence (valid from the first task), the cost's the
+asymptotic one (valid after its burn-in, `decide.min_tasks`, before which it gives no verdict). A verdict, once
+reached, is kept with the figures it was reached on: a later look never flips it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+
+from compare.arm_table import fmt_usd
+from compare.decide_spec import CheaperQuestion, DecideConfig, ReachesQuestion
+from compare.sequential import (Interval, cheaper_verdict, claim_verdict, confidence_sequence,
+                                cost_difference_interval, cost_per_resolved_interval, cost_ratio_interval,
+                                normal_mixture_radius, tasks_to_exclude)
+
+UNDECIDED = "undecided"
+NO_VARIANCE_YET = 0.25  # a [0, 1] score's largest variance: what one task's score says about the spread
+
+
+@dataclass(frozen=True)
+class ArmTasks:
+    """One arm's figures per task, in the run's task order over the finished rounds (the same tasks for every
+    arm): resolved attempts, attempts with a verdict, and $ of all its attempts; `spent_usd` is the arm's whole
+    spend so far (it may exceed cost_usd.sum(): a lease's idle time)."""
+
+    arm: str
+    resolved: np.ndarray
+    attempts: np.ndarray
+    cost_usd: np.ndarray
+    spent_usd: float
+
+
+class Figure(BaseModel):
+    """A point estimate and its interval."""
+
+    estimate: float
+    lower: float
+    upper: float
+
+
+class QuestionResult(BaseModel):
+    """One question at one look. `estimate`/`lower`/`upper` are the ratio θa / θb of the arms' costs per resolved
+    attempt (cheaper) or the arm's Avg@k (reaches); verdicts are first/second/equivalent/undecided (cheaper: first =
+    arms[0] is cheaper) or reaches/below/undecided."""
+
+    question: Literal["cheaper", "reaches"]
+    arms: list[str]
+    verdict: str
+    decided_at_tasks: int | None = None
+    estimate: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    difference_usd: Figure | None = None  # cheaper: θa − θb, $ per resolved attempt
+    cost_per_resolved: dict[str, Figure | None] = {}  # cheaper: each arm's θ (None: nothing resolved or spent yet)
+    tasks_to_decide: int | None = None  # undecided: the plan's number of further tasks (None: it cannot say)
+    sentence: str
+
+
+class LookResult(BaseModel):
+    """Every question at one look, after `tasks` of the run's `total_tasks` tasks."""
+
+    look: int
+    tasks: int
+    total_tasks: int
+    questions: list[QuestionResult]
+    decided: bool
+
+
+def look(config: DecideConfig, data: dict[str, ArmTasks], *, look_number: int, total_tasks: int,
+         previous: LookResult | None) -> LookResult:
+    """The verdict on each question over `data`'s tasks. A question decided at an earlier look (`previous`) keeps
+    that look's result. Every interval's mixture is tuned for the run's whole length (t_star = total_tasks)."""
+    tasks = _task_count(data)
+    if total_tasks < max(tasks, 1):
+        raise ValueError(f"total_tasks ({total_tasks}) must be at least the tasks looked at ({tasks}) and ≥ 1")
+    kept = _decided_before(previous)
+    questions = []
+    if config.cheaper is not None:
+        key = ("cheaper", tuple(config.cheaper.arms))
+        questions.append(kept.get(key) or _cheaper(config, config.cheaper, data, tasks, total_tasks))
+    if config.reaches is not None:
+        key = ("reaches", (config.reaches.arm,))
+        questions.append(kept.get(key) or _reaches(config, config.reaches, data, tasks, total_tasks))
+    return LookResult(look=look_number, tasks=tasks, total_tasks=total_tasks, questions=questions,
+                      decided=all(q.verdict != UNDECIDED for q in questions))
+
+
+def budget_stop(config: DecideConfig, spent: dict[str, float], next_round: dict[str, float]) -> str | None:
+    """Why the next round must not start: a cap of `decide.budget` already reached, or one the round's predicted
+    spend (`next_round`, $ per arm) would pass; the message names the cap's field. None: go on."""
+    budget = config.budget
+    if budget.total_usd is not None:
+        reason = _cap_reached("decide.budget.total_usd", budget.total_usd, sum(spent.values()),
+                              sum(next_round.values()))
+        if reason:
+            return reason
+    for arm, cap in budget.per_arm_usd.items():
+        reason = _cap_reached(f"decide.budget.per_arm_usd.{arm}", cap, spent.get(arm, 0.0), next_round.get(arm, 0.0))
+        if reason:
+            return reason
+    return None
+
+
+def verdict_line(result: LookResult, status: str, unspent_episodes: int, unspent_usd: float,
+                 stop: str = "budget") -> str:
+    """The run's verdict in one line: "decided after N of M tasks: <sentences>; $Y of evaluation not spent (E
+    episodes)", or, undecided, "undecided at the budget after N of M tasks: <sentences>; the plan says K more
+    tasks" (`stop` "exhausted": "undecided with every task run")."""
+    sentences = "; ".join(q.sentence for q in result.questions)
+    if status == "decided":
+        return (f"decided after {result.tasks} of {result.total_tasks} tasks: {sentences}; {fmt_usd(unspent_usd)} "
+                f"of evaluation not spent ({unspent_episodes} episodes)")
+    where = "with every task run" if stop == "exhausted" else "at the budget"
+    return f"undecided {where} after {result.tasks} of {result.total_tasks} tasks: {sentences}; {_plan_says(result)}"
+
+
+def _task_count(data: dict[str, ArmTasks]) -> int:
+    """The tasks every arm's arrays cover, refused unless they all cover the same number."""
+    counts = {}
+    for name, arm in data.items():
+        lengths = {arm.resolved.size, arm.attempts.size, arm.cost_usd.size}
+        if len(lengths) != 1:
+            raise ValueError(f"arm {name}: resolved, attempts and cost_usd must have one value per task, not "
+                             f"{arm.resolved.size}, {arm.attempts.size} and {arm.cost_usd.size}")
+        counts[name] = lengths.pop()
+    if len(set(counts.values())) > 1:
+        raise ValueError(f"every arm must cover the same tasks (paired): {counts}")
+    return next(iter(counts.values()), 0)
+
+
+def _decided_before(previous: LookResult | None) -> dict[tuple[str, tuple[str, ...]], QuestionResult]:
+    if previous is None:
+        return {}
+    return {(q.question, tuple(q.arms)): q for q in previous.questions if q.verdict != UNDECIDED}
+
+
+def _arm(data: dict[str, ArmTasks], name: str) -> ArmTasks:
+    if name not in data:
+        raise ValueError(f"no tasks for arm {name!r} (have: {', '.join(data)})")
+    return data[name]
+
+
+def _cheaper(config: DecideConfig, question: CheaperQuestion, data: dict[str, ArmTasks], tasks: int,
+             total: int) -> QuestionResult:
+    """The cost question: the paired interval for θa / θb decides it (after the burn-in); the $ difference and
+    each arm's θ are reported beside it."""
+    a, b = (_arm(data, name) for name in question.arms)
+    alpha = config.alpha
+    ratio = cost_ratio_interval(a.cost_usd, a.resolved, b.cost_usd, b.resolved, alpha, total)
+    difference = cost_difference_interval(a.cost_usd, a.resolved, b.cost_usd, b.resolved, alpha, total)
+    per_arm = {arm.arm: _figure(cost_per_resolved_interval(arm.cost_usd, arm.resolved, alpha, total))
+               for arm in (a, b)}
+    verdict = UNDECIDED if ratio is None or tasks < config.min_tasks else cheaper_verdict(ratio, question.margin)
+    result = QuestionResult(
+        question="cheaper", arms=list(question.arms), verdict=verdict,
+        decided_at_tasks=None if verdict == UNDECIDED else tasks, difference_usd=_figure(difference),
+        cost_per_resolved=per_arm, sentence="")
+    if ratio is not None:
+        result.estimate, result.lower, result.upper = ratio.estimate, ratio.lower, ratio.upper
+    if verdict == UNDECIDED:
+        result.tasks_to_decide = _cheaper_tasks_needed(ratio, question.margin, config, tasks, total)
+    result.sentence = _cheaper_sentence(result, question, config, a, b, tasks)
+    return result
+
+
+def _reaches(config: DecideConfig, question: ReachesQuestion, data: dict[str, ArmTasks], tasks: int,
+             total: int) -> QuestionResult:
+    """The claim question: the betting confidence sequence of the per-task resolved fractions (tasks with no
+    attempt that has a verdict are left out) against the claimed Avg@k."""
+    arm = _arm(data, question.arm)
+    scored = arm.attempts > 0
+    scores = arm.resolved[scored] / arm.attempts[scored]
+    k = int(arm.attempts.max()) if arm.attempts.size else 0
+    label = f"{arm.arm}'s Avg@{k}"
+    result = QuestionResult(question="reaches", arms=[arm.arm], verdict=UNDECIDED, sentence="")
+    if scores.size == 0:
+        result.sentence = f"{label} reaching {question.avg_at_k:g} is undecided: no attempt has a verdict yet"
+        return result
+    interval = confidence_sequence(scores, config.alpha)[-1]
+    verdict = claim_verdict(interval, question.avg_at_k)
+    result.verdict, result.estimate, result.lower, result.upper = (verdict, interval.estimate, interval.lower,
+                                                                   interval.upper)
+    figures = f"{interval.estimate:.2f} [{interval.lower:.2f}, {interval.upper:.2f}]"
+    if verdict == UNDECIDED:
+        result.tasks_to_decide = _reaches_tasks_needed(scores, question.avg_at_k, config.alpha, total)
+        result.sentence = f"{label} reaching {question.avg_at_k:g} is undecided: {figures}"
+    else:
+        result.decided_at_tasks = tasks
+        words = "reaches" if verdict == "reaches" else "is below"
+        result.sentence = f"{label} {words} {question.avg_at_k:g}: {figures}"
+    return result
+
+
+def _figure(interval: Interval | None) -> Figure | None:
+    if interval is None:
+        return None
+    return Figure(estimate=interval.estimate, lower=interval.lower, upper=interval.upper)
+
+
+def _cheaper_tasks_needed(ratio: Interval | None, margin: float, config: DecideConfig, tasks: int,
+                          total: int) -> int | None:
+    """The plan's further tasks for the cost question at the current estimate and spread. The interval is built
+    on log θa − log θb, so the gaps are there: to 0 for a side (first/second), to ±log(1 + margin) for a tie; the
+    question is decided by whichever the interval can reach first, so the larger gap counts. The spread is read
+    back from the interval (its radius is the variance's square root times the radius at variance 1)."""
+    if ratio is None:
+        return None
+    log_ratio = math.log(ratio.estimate)
+    radius = math.log(ratio.upper / ratio.estimate)
+    unit = normal_mixture_radius(tasks, 1.0, config.alpha, total)
+    gap = abs(log_ratio)
+    if margin > 0:
+        gap = max(gap, math.log1p(margin) - abs(log_ratio))
+    needed = tasks_to_exclude(gap, (radius / unit) ** 2, config.alpha, total) if gap > 0 else None
+    if needed is None:
+        return None
+    return max(1, max(needed, config.min_tasks) - tasks)
+
+
+def _reaches_tasks_needed(scores: np.ndarray, claimed: float, alpha: float, total: int) -> int | None:
+    """The plan's further tasks for the claim: when an interval of the scores' spread, `|mean − claimed|` wide
+    on either side, would leave the claim (the normal-mixture radius standing in for the betting interval's)."""
+    variance = float(np.var(scores, ddof=1)) if scores.size > 1 else NO_VARIANCE_YET
+    gap = abs(float(scores.mean()) - claimed)
+    needed = tasks_to_exclude(gap, variance, alpha, total) if gap > 0 else None
+    if needed is None:
+        return None
+    return max(1, needed - scores.size)
+
+
+def _cheaper_sentence(result: QuestionResult, question: CheaperQuestion, config: DecideConfig, a: ArmTasks,
+                      b: ArmTasks, tasks: int) -> str:
+    if result.verdict in ("first", "second"):
+        return _cheaper_arm_sentence(result)
+    if result.estimate is None:
+        return f"which of {a.arm} and {b.arm} costs less per resolved attempt is undecided: {_no_ratio(a, b, tasks)}"
+    ratio = (f"{a.arm} costs {result.estimate:.2f}× {b.arm} per resolved attempt "
+             f"[{result.lower:.2f}, {result.upper:.2f}]")
+    if result.verdict == "equivalent":
+        return (f"{a.arm} and {b.arm} cost the same per resolved attempt within {question.margin * 100:g} %: "
+                f"{ratio}")
+    if tasks < config.min_tasks:
+        return (f"which of {a.arm} and {b.arm} costs less per resolved attempt is undecided before "
+                f"{config.min_tasks} tasks (decide.min_tasks): {ratio}")
+    return f"which of {a.arm} and {b.arm} costs less per resolved attempt is undecided: {ratio}"
+
+
+def _cheaper_arm_sentence(result: QuestionResult) -> str:
+    """"b is cheaper per resolved attempt than a by $X [lo, hi] (P % [lo, hi]): $θb against $θa", the saving
+    in $ and as a share of the dearer arm's cost (1 − the cheaper arm's θ ÷ the dearer's)."""
+    first, second = result.arms
+    difference = result.difference_usd
+    if result.verdict == "first":  # the saving is θb − θa = −(θa − θb)
+        cheap, dear = first, second
+        saving = (1 - result.estimate, 1 - result.upper, 1 - result.lower)
+        dollars = difference and (-difference.estimate, -difference.upper, -difference.lower)
+    else:  # θa / θb > 1: the saving as a share of θa is 1 − θb / θa
+        cheap, dear = second, first
+        saving = (1 - 1 / result.estimate, 1 - 1 / result.lower, 1 - 1 / result.upper)
+        dollars = difference and (difference.estimate, difference.lower, difference.upper)
+    by = f"{fmt_usd(dollars[0])} [{fmt_usd(dollars[1])}, {fmt_usd(dollars[2])}] " if dollars else ""
+    share = f"{saving[0] * 100:.0f} % [{saving[1] * 100:.0f}, {saving[2] * 100:.0f}]"
+    sentence = f"{cheap} is cheaper per resolved attempt than {dear} by {by}({share})"
+    costs = result.cost_per_resolved
+    if costs.get(cheap) is not None and costs.get(dear) is not None:
+        sentence += f": {fmt_usd(costs[cheap].estimate)} against {fmt_usd(costs[dear].estimate)}"
+    return sentence
+
+
+def _no_ratio(a: ArmTasks, b: ArmTasks, tasks: int) -> str:
+    """Why there is no cost interval yet."""
+    if tasks < 2:
+        return f"{tasks} task so far (an interval needs 2)"
+    for arm in (a, b):
+        if arm.resolved.sum() <= 0:
+            return f"{arm.arm} has no resolved attempt yet"
+    return f"{a.arm if a.cost_usd.sum() <= 0 else b.arm} has no cost yet"
+
+
+def _cap_reached(field: str, cap: float, spent: float, next_round: float) -> str | None:
+    if spent + next_round <= cap and spent < cap:
+        return None
+    return (f"{field} {fmt_usd(cap)} reached ({fmt_usd(spent)} spent; the next round would cost about "
+            f"{fmt_usd(next_round)})")
+
+
+def _plan_says(result: LookResult) -> str:
+    """The further tasks every undecided question needs: the most any one needs."""
+    needs = [q.tasks_to_decide for q in result.questions if q.verdict == UNDECIDED]
+    if not needs or any(n is None for n in needs):
+        return "the plan cannot say how many more tasks (no estimate yet, or one on a decision boundary)"
+    more = max(needs)
+    return f"the plan says {more} more task{'s' if more != 1 else ''}"

@@ -1,0 +1,126 @@
+"""A run with a decision question (the spec's `decide:`) runs its tasks in rounds and stops when the question is
+decided: the tasks in the run's order (shuffled by its seed), a round of tasks at a time for every arm and seed
+(paired: every arm runs the same task keys), and after each round a look — the confidence sequences of
+compare.decision over the finished rounds — that stops the run when every question is decided, before a round that
+would pass a budget cap, or when the tasks run out. Every look is a ledger row (decision_looks); a stopped run's
+figures are those of its finished rounds and never change afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from compare.decide_spec import DecideConfig
+from compare.decision import ArmTasks, LookResult, budget_stop, look, verdict_line
+from compare.decision_data import arm_tasks
+from compare.ledger import Ledger
+
+RunRound = Callable[[list[str]], Awaitable[None]]  # runs every unfinished key of these tasks, all arms and seeds
+
+
+class DecisionRefused(ValueError):
+    """A resume that would change the run's question; the message names the field."""
+
+
+@dataclass
+class Stop:
+    """How the rounds ended: the last look's action and its line (None when the run was stopped from outside)."""
+
+    action: str | None
+    line: str | None
+
+
+class DecisionRounds:
+    def __init__(self, config: DecideConfig, ledger: Ledger, run_id: str, arms: list[str], *, seeds: int,
+                 workers: int):
+        self.config, self.ledger, self.run_id, self.arms, self.seeds = config, ledger, run_id, arms, seeds
+        self.size = config.round_size(workers, len(arms), seeds)
+
+    async def check_resume(self) -> None:
+        """A resumed run keeps the question it started with (its budget may change): else refused, by field."""
+        rows = await asyncio.to_thread(self.ledger.query, "SELECT spec_json FROM runs WHERE run_id = ?",
+                                       [self.run_id])
+        stored = json.loads(rows[0]["spec_json"]).get("decide") if rows else None
+        if stored is None:
+            raise DecisionRefused(f"decide: run {self.run_id} was started without a decision question; a resumed "
+                                  "run keeps its question (remove decide: to resume it, or start a new run)")
+        before = DecideConfig.model_validate(stored)
+        if before.question_digest() != self.config.question_digest():
+            changed = _changed_fields(before.model_dump(exclude={"budget"}),
+                                      self.config.model_dump(exclude={"budget"}), "decide")
+            raise DecisionRefused(f"{', '.join(changed) or 'decide'}: changed since run {self.run_id} started; a "
+                                  "resumed run keeps its question (only decide.budget may change): start a new run")
+
+    async def run(self, task_ids: list[str], run_round: RunRound) -> Stop:
+        looks = await self.ledger.looks(self.run_id)
+        previous = LookResult.model_validate(looks[-1]["result"]) if looks else None
+        if looks and looks[-1]["action"] in ("decided", "exhausted"):
+            return Stop(looks[-1]["action"], looks[-1]["reason"])
+        done = looks[-1]["tasks"] if looks else 0
+        if looks and looks[-1]["action"] == "budget":  # resumed at the budget: go on only if the budget now allows
+            data = await self._data(task_ids[:done])
+            if (reason := budget_stop(self.config, *self._spend(data, done))) is not None:
+                return Stop("budget", f"still at the budget: {reason}: raise decide.budget to go on")
+        number = len(looks)
+        while done < len(task_ids):
+            round_tasks = task_ids[done: done + self.size]
+            await run_round(round_tasks)
+            done += len(round_tasks)
+            if any(arm in self.stopped for arm in self.arms):  # a configuration error stopped an arm
+                return Stop(None, None)
+            data = await self._data(task_ids[:done])
+            number += 1
+            previous = look(self.config, data, look_number=number, total_tasks=len(task_ids), previous=previous)
+            action, reason = "continue", None
+            if previous.decided:
+                action = "decided"
+            elif done >= len(task_ids):
+                action = "exhausted"
+            elif (reason := budget_stop(self.config, *self._spend(data, done))) is not None:
+                action = "budget"
+            await self._record(number, previous, data, action, reason, done, len(task_ids))
+            if action != "continue":
+                looks = await self.ledger.looks(self.run_id)
+                return Stop(action, looks[-1]["reason"])
+        return Stop(None, None)
+
+    stopped: Sequence[str] = ()  # the runner's stopped arms (set by the runner: a live view of its dict)
+
+    async def _data(self, task_ids: list[str]) -> dict[str, ArmTasks]:
+        await self.ledger.flush()
+        return await asyncio.to_thread(lambda: arm_tasks(self.ledger.reader(), self.run_id, task_ids, self.arms))
+
+    def _spend(self, data: dict[str, ArmTasks], done: int) -> tuple[dict[str, float], dict[str, float]]:
+        """Each arm's spend so far and what its next round should cost at its mean cost per task so far."""
+        spent = {arm: tasks.spent_usd for arm, tasks in data.items()}
+        return spent, {arm: spent[arm] / max(done, 1) * self.size for arm in data}
+
+    async def _record(self, number: int, result: LookResult, data: dict[str, ArmTasks], action: str,
+                      reason: str | None, done: int, total: int) -> None:
+        left = total - done if action != "continue" else 0
+        unspent_usd = sum(tasks.spent_usd / done * left for tasks in data.values()) if done else 0.0
+        unspent_episodes = left * self.seeds * len(self.arms)
+        line = None
+        if action != "continue":
+            status = "decided" if action == "decided" else "undecided"
+            line = verdict_line(result, status, unspent_episodes, unspent_usd,
+                                stop="exhausted" if action == "exhausted" else "budget")
+            if reason is not None and action == "budget":
+                line = f"{line} ({reason})"
+        episodes = sum(int(tasks.attempts.sum()) for tasks in data.values())
+        await self.ledger.record_look(
+            self.run_id, number, tasks=done, total_tasks=total, episodes=episodes,
+            spent_usd={arm: tasks.spent_usd for arm, tasks in data.items()},
+            budget=self.config.budget.model_dump(mode="json"), result=result.model_dump(mode="json"), action=action,
+            reason=line, unspent_episodes=unspent_episodes if action != "continue" else None,
+            unspent_usd=unspent_usd if action != "continue" else None)
+
+
+def _changed_fields(before: object, after: object, where: str) -> list[str]:
+    """The dotted paths at which two JSON-like values differ."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [path for key in sorted(set(before) | set(after), key=str)
+                for path in _changed_fields(before.get(key), after.get(key), f"{where}.{key}")]
+    return [] if before == after else [where]
