@@ -106,16 +106,19 @@ def run(
     """Run every arm of SPEC.yaml on the same episodes, recording every call in the ledger."""
     from compare.spec import SpecError, load_run_spec
 
-    from compare.planning import round_cost_problem
+    from compare.planning import plan_for_run, round_cost_problem
 
     try:
         spec = load_run_spec(spec_path)
     except SpecError as exc:
         fail(str(exc), 2)
-    if (problem := round_cost_problem(spec, db)) is not None:  # before the ledger is opened: nothing is recorded
+    record = resume is None and (spec.decide is not None or spec.plan is not None)  # a resume keeps its plan
+    planned = plan_for_run(spec, db, record=record)  # before the ledger is opened for writing
+    if (problem := round_cost_problem(spec, planned)) is not None:  # nothing is recorded
         fail(f"{spec_path}: {problem}", 2)
     summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}",
-                        serve_port=serve_port, strict_grading=strict_grading, wide=wide)
+                        serve_port=serve_port, strict_grading=strict_grading, wide=wide,
+                        plan=planned.model_dump(mode="json") if record and planned is not None else None)
     raise typer.Exit(0 if summary.status == "finished" else 1)
 
 
@@ -153,7 +156,7 @@ def plan(
 
 def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun: str,
               skip_arms: dict[str, str] | None = None, serve_port: int | None = None, strict_grading: bool = False,
-              wide: bool = False):
+              wide: bool = False, plan: dict | None = None):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
@@ -184,7 +187,7 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
                                 spend=fmt_usd(arm.spend_usd))
 
             runner = Runner(spec, ledger, db_path=db_path, run_id=resume, skip_arms=skip_arms, on_progress=show,
-                            strict_grading=strict_grading)
+                            strict_grading=strict_grading, plan=plan)
             try:
                 summary = asyncio.run(_until_terminated(runner.run()))
             except RunError as exc:
@@ -241,6 +244,8 @@ def _print_run_summary(summary, wide: bool = False) -> None:
             notes.append(f"{shown(arm.arm)}: {note}")  # unless a warning below says it already
     console = terminal()
     console.print(table)
+    if summary.decision:  # a run with decide: stopped: its verdict, before anything else is said
+        console.print(f"[bold]{shown(summary.decision)}[/bold]")
     for note in notes:
         console.print(note)
     for warning in summary.warnings:

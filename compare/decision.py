@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 from compare.arm_table import fmt_usd
 from compare.decide_spec import CheaperQuestion, DecideConfig, ReachesQuestion
-from compare.sequential import (Interval, cheaper_verdict, claim_verdict, confidence_sequence,
+from compare.sequential import (BettingSequence, Interval, cheaper_verdict, claim_verdict,
                                 cost_difference_interval, cost_per_resolved_interval, cost_ratio_interval,
                                 normal_mixture_radius, tasks_to_exclude)
 
@@ -65,6 +65,35 @@ class QuestionResult(BaseModel):
     sentence: str
 
 
+class ReachesState:
+    """The reaches question's betting sequence and the scores it has consumed, carried from one look to the next
+    so that a look extends the sequence by the new rounds' tasks instead of recomputing it over every task. A
+    cache, not a figure: it never makes two LookResults unequal (pydantic compares private attributes), and the
+    ledger does not store it (a run resumed from there rebuilds it, to the same intervals)."""
+
+    def __init__(self, sequence: BettingSequence, scores: np.ndarray) -> None:
+        self.sequence, self.scores = sequence, scores
+
+    @classmethod
+    def over(cls, scores: np.ndarray, alpha: float, previous: ReachesState | None) -> ReachesState:
+        """The state after `scores`: a copy of `previous`'s sequence extended by the scores after its own when
+        `scores` begin with them (rounds append tasks), else a new sequence over them all."""
+        consumed = previous.scores.size if previous is not None else 0
+        if (previous is not None and previous.sequence.alpha == alpha and consumed <= scores.size
+                and np.array_equal(previous.scores, scores[:consumed])):
+            sequence = previous.sequence.copy()
+            sequence.extend(scores[consumed:])
+        else:
+            sequence = BettingSequence(alpha)
+            sequence.extend(scores)
+        return cls(sequence, scores)
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, ReachesState)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class LookResult(BaseModel):
     """Every question at one look, after `tasks` of the run's `total_tasks` tasks."""
 
@@ -73,6 +102,7 @@ class LookResult(BaseModel):
     total_tasks: int
     questions: list[QuestionResult]
     decided: bool
+    _reaches_state: ReachesState | None = PrivateAttr(default=None)  # for the next look; never stored
 
 
 def look(config: DecideConfig, data: dict[str, ArmTasks], *, look_number: int, total_tasks: int,
@@ -83,15 +113,22 @@ def look(config: DecideConfig, data: dict[str, ArmTasks], *, look_number: int, t
     if total_tasks < max(tasks, 1):
         raise ValueError(f"total_tasks ({total_tasks}) must be at least the tasks looked at ({tasks}) and ≥ 1")
     kept = _decided_before(previous)
-    questions = []
+    questions, reaches_state = [], None
     if config.cheaper is not None:
         key = ("cheaper", tuple(config.cheaper.arms))
         questions.append(kept.get(key) or _cheaper(config, config.cheaper, data, tasks, total_tasks))
     if config.reaches is not None:
         key = ("reaches", (config.reaches.arm,))
-        questions.append(kept.get(key) or _reaches(config, config.reaches, data, tasks, total_tasks))
-    return LookResult(look=look_number, tasks=tasks, total_tasks=total_tasks, questions=questions,
-                      decided=all(q.verdict != UNDECIDED for q in questions))
+        if key in kept:
+            questions.append(kept[key])
+        else:
+            earlier = previous._reaches_state if previous is not None else None
+            reached, reaches_state = _reaches(config, config.reaches, data, tasks, total_tasks, earlier)
+            questions.append(reached)
+    result = LookResult(look=look_number, tasks=tasks, total_tasks=total_tasks, questions=questions,
+                        decided=all(q.verdict != UNDECIDED for q in questions))
+    result._reaches_state = reaches_state
+    return result
 
 
 def budget_stop(config: DecideConfig, spent: dict[str, float], next_round: dict[str, float]) -> str | None:
@@ -173,9 +210,10 @@ def _cheaper(config: DecideConfig, question: CheaperQuestion, data: dict[str, Ar
 
 
 def _reaches(config: DecideConfig, question: ReachesQuestion, data: dict[str, ArmTasks], tasks: int,
-             total: int) -> QuestionResult:
+             total: int, earlier: ReachesState | None) -> tuple[QuestionResult, ReachesState | None]:
     """The claim question: the betting confidence sequence of the per-task resolved fractions (tasks with no
-    attempt that has a verdict are left out) against the claimed Avg@k."""
+    attempt that has a verdict are left out) against the claimed Avg@k, continued from the `earlier` look's
+    state when it covers the first of these scores; with the state for the next look."""
     arm = _arm(data, question.arm)
     scored = arm.attempts > 0
     scores = arm.resolved[scored] / arm.attempts[scored]
@@ -184,8 +222,9 @@ def _reaches(config: DecideConfig, question: ReachesQuestion, data: dict[str, Ar
     result = QuestionResult(question="reaches", arms=[arm.arm], verdict=UNDECIDED, sentence="")
     if scores.size == 0:
         result.sentence = f"{label} reaching {question.avg_at_k:g} is undecided: no attempt has a verdict yet"
-        return result
-    interval = confidence_sequence(scores, config.alpha)[-1]
+        return result, None
+    state = ReachesState.over(scores, config.alpha, earlier)
+    interval = state.sequence.interval
     verdict = claim_verdict(interval, question.avg_at_k)
     result.verdict, result.estimate, result.lower, result.upper = (verdict, interval.estimate, interval.lower,
                                                                    interval.upper)
@@ -197,7 +236,7 @@ def _reaches(config: DecideConfig, question: ReachesQuestion, data: dict[str, Ar
         result.decided_at_tasks = tasks
         words = "reaches" if verdict == "reaches" else "is below"
         result.sentence = f"{label} {words} {question.avg_at_k:g}: {figures}"
-    return result
+    return result, state
 
 
 def _figure(interval: Interval | None) -> Figure | None:
@@ -256,24 +295,24 @@ def _cheaper_sentence(result: QuestionResult, question: CheaperQuestion, config:
 
 def _cheaper_arm_sentence(result: QuestionResult) -> str:
     """"b is cheaper per resolved attempt than a by $X [lo, hi] (P % [lo, hi]): $θb against $θa", the saving
-    in $ and as a share of the dearer arm's cost (1 − the cheaper arm's θ ÷ the dearer's)."""
+    as a share of the dearer arm's cost (1 − the cheaper arm's θ ÷ the dearer's) with the ratio's interval, and in
+    dollars: that share of the dearer arm's θ. The dollar range is the share's interval at the dearer arm's
+    estimate, so it agrees with the verdict; the difference's own interval (difference_usd) is in the document."""
     first, second = result.arms
-    difference = result.difference_usd
-    if result.verdict == "first":  # the saving is θb − θa = −(θa − θb)
+    if result.verdict == "first":  # θa / θb < 1: the saving as a share of θb is 1 − θa / θb
         cheap, dear = first, second
         saving = (1 - result.estimate, 1 - result.upper, 1 - result.lower)
-        dollars = difference and (-difference.estimate, -difference.upper, -difference.lower)
     else:  # θa / θb > 1: the saving as a share of θa is 1 − θb / θa
         cheap, dear = second, first
         saving = (1 - 1 / result.estimate, 1 - 1 / result.lower, 1 - 1 / result.upper)
-        dollars = difference and (difference.estimate, difference.lower, difference.upper)
-    by = f"{fmt_usd(dollars[0])} [{fmt_usd(dollars[1])}, {fmt_usd(dollars[2])}] " if dollars else ""
     share = f"{saving[0] * 100:.0f} % [{saving[1] * 100:.0f}, {saving[2] * 100:.0f}]"
-    sentence = f"{cheap} is cheaper per resolved attempt than {dear} by {by}({share})"
     costs = result.cost_per_resolved
-    if costs.get(cheap) is not None and costs.get(dear) is not None:
-        sentence += f": {fmt_usd(costs[cheap].estimate)} against {fmt_usd(costs[dear].estimate)}"
-    return sentence
+    if costs.get(cheap) is None or costs.get(dear) is None:
+        return f"{cheap} is cheaper per resolved attempt than {dear} by {share}"
+    dollars = [costs[dear].estimate * part for part in saving]
+    return (f"{cheap} is cheaper per resolved attempt than {dear} by {fmt_usd(dollars[0])} [{fmt_usd(dollars[1])}, "
+            f"{fmt_usd(dollars[2])}] ({share}): {fmt_usd(costs[cheap].estimate)} against "
+            f"{fmt_usd(costs[dear].estimate)}")
 
 
 def _no_ratio(a: ArmTasks, b: ArmTasks, tasks: int) -> str:

@@ -23,6 +23,10 @@ def arm_tasks(conn, run_id: str, task_ids: list[str], arms: list[str]) -> dict[s
     now = datetime.now(timezone.utc)
     result = {}
     for facts in load_arms(conn, run, spec, arms):
+        # The look is taken by the process holding the arm's lease: an open lease has cost up to now, not to its
+        # last heartbeat (which a finished run's figures stop at, as its owner may be long dead).
+        facts.leases = [lease.model_copy(update={"heartbeat_at": None}) if lease.ended_at is None else lease
+                        for lease in facts.leases]
         summary, tables = arm_summary_with_tables(facts, price, resamples=LOOK_RESAMPLES, seed=0, now=now)
         index = {task: i for i, task in enumerate(tables.tasks)}
         rows = [index.get(task) for task in task_ids]

@@ -53,11 +53,18 @@ class DecisionRounds:
             raise DecisionRefused(f"{', '.join(changed) or 'decide'}: changed since run {self.run_id} started; a "
                                   "resumed run keeps its question (only decide.budget may change): start a new run")
 
-    async def run(self, task_ids: list[str], run_round: RunRound) -> Stop:
+    async def settled(self) -> Stop | None:
+        """How the run stopped, when it stopped for good (decided, or every task run); None when it may go on."""
         looks = await self.ledger.looks(self.run_id)
-        previous = LookResult.model_validate(looks[-1]["result"]) if looks else None
         if looks and looks[-1]["action"] in ("decided", "exhausted"):
             return Stop(looks[-1]["action"], looks[-1]["reason"])
+        return None
+
+    async def run(self, task_ids: list[str], run_round: RunRound) -> Stop:
+        if (settled := await self.settled()) is not None:
+            return settled
+        looks = await self.ledger.looks(self.run_id)
+        previous = LookResult.model_validate(looks[-1]["result"]) if looks else None
         done = looks[-1]["tasks"] if looks else 0
         if looks and looks[-1]["action"] == "budget":  # resumed at the budget: go on only if the budget now allows
             data = await self._data(task_ids[:done])

@@ -35,6 +35,7 @@ from compare.spec import RunSpec
 
 Z95 = NormalDist().inv_cdf(0.975)
 DEFAULT_SIMULATIONS = 200
+RUN_SIMULATIONS = 100  # the plan leafcost run records before every run with decide: or plan: (modest: it waits)
 SIMULATION_SEED = 20261205  # one seed: the same spec and sources give the same plan
 DECIDE_PROBABILITY = 0.9  # --target decide: decided with at least this probability
 # Priors state means only; the spread around them is assumed, and stated in the output.
@@ -224,21 +225,41 @@ def make_plan(spec: RunSpec, *, db: Path | None, pilot: str | None, target: str 
     return plan_from_samples(spec, samples, tasks, tasks_note, parsed_target, simulations)
 
 
-def round_cost_problem(spec: RunSpec, db: Path | None) -> str | None:
-    """Why the spec's decide.budget cannot pay for one round, by the plan's estimate of a round's cost (naming the
-    cap and the estimate's source); None when it can, or when no arm has an estimate to judge by."""
+def plan_for_run(spec: RunSpec, db: Path | None, *, record: bool) -> PlanDocument | None:
+    """What `leafcost run` plans before it opens the ledger (one read of it). With `record` (a new run whose spec
+    has decide: or plan:) the whole plan, its Monte Carlo at RUN_SIMULATIONS runs, recorded beside the run; else,
+    when decide: has a budget (a resume), only the arms' figures round_cost_problem judges it by. None when no arm
+    has a source, or the ledger or the suite cannot be read (the run itself says why, if it matters)."""
     config = spec.decide
-    if config is None or (config.budget.total_usd is None and not config.budget.per_arm_usd):
+    capped = config is not None and (config.budget.total_usd is not None or bool(config.budget.per_arm_usd))
+    if not record and not capped:
         return None
     try:
         samples = arm_samples(spec, db, None)
-    except PlanError:  # no readable ledger: the run itself says why, if it matters
+        if not samples:
+            return None
+        if not record:
+            size = config.round_size(spec.workers, len(spec.arms), spec.seeds)
+            return plan_from_samples(spec.model_copy(update={"decide": None}), samples, size, None)
+        tasks, tasks_note = suite_tasks(spec)
+        document = plan_from_samples(spec, samples, tasks, tasks_note, None, RUN_SIMULATIONS)
+    except PlanError:
+        return None
+    if document.decide is not None:
+        document.assumptions.append(f"decide: {RUN_SIMULATIONS} simulated runs, as leafcost run plans before it "
+                                    "starts (leafcost plan --simulations N for more)")
+    return document
+
+
+def round_cost_problem(spec: RunSpec, plan: PlanDocument | None) -> str | None:
+    """Why the spec's decide.budget cannot pay for one round, by `plan`'s dollars per episode (plan_for_run; naming
+    the cap and the estimate's source); None when it can, or when no arm has an estimate to judge by."""
+    config = spec.decide
+    if config is None or (config.budget.total_usd is None and not config.budget.per_arm_usd) or plan is None:
         return None
     size = config.round_size(spec.workers, len(spec.arms), spec.seeds)
-    if not samples:
-        return None
-    rows = plan_from_samples(spec.model_copy(update={"decide": None}), samples, size, None).arms
-    costs = {row.arm: (row.usd["total"], row.source) for row in rows if row.usd.get("total") is not None}
+    costs = {row.arm: (row.usd_per_episode * size * spec.seeds, row.source) for row in plan.arms
+             if row.usd_per_episode is not None}
     where = f"one round of {counted(size, 'task')} × {counted(spec.seeds, 'seed')}"
     for arm, cap in config.budget.per_arm_usd.items():
         if arm in costs and costs[arm][0] > cap:

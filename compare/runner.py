@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from adapters.base import CallAttempt
 from compare.arm_gates import ArmGates
 from compare.attempt import AttemptOutcome, run_attempt
-from compare.decision_rounds import DecisionRefused, DecisionRounds
+from compare.decision_rounds import DecisionRefused, DecisionRounds, Stop
 from compare.episode import EpisodeResult
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
 from compare.ledger import ArmTotals, Ledger, new_run_id
@@ -86,8 +86,9 @@ def expand_keys(spec: RunSpec, tasks: list[Task], arms: list[str]) -> list[Episo
 class Runner:
     def __init__(self, spec: RunSpec, ledger: Ledger, *, db_path: Path, run_id: str | None = None,
                  skip_arms: dict[str, str] | None = None, on_progress: ProgressCallback | None = None,
-                 strict_grading: bool = False):
+                 strict_grading: bool = False, plan: dict | None = None):
         self.spec = spec
+        self.plan = plan  # compare.planning's PlanDocument (JSON) made before the run: recorded with a new run only
         self.strict_grading = strict_grading  # flagged attempts count as misses (a resume may turn it on, never off)
         self.arm_specs = {arm.name: arm for arm in spec.arms}
         self.ledger = ledger
@@ -139,6 +140,8 @@ class Runner:
         await self._record_run(tasks)
         if self.strict_grading:
             await self.ledger.set_strict_grading(self.run_id)
+        if rounds is not None and (settled := await rounds.settled()) is not None:
+            return await self._already_settled(settled, len(tasks) * self.spec.seeds)
         try:
             await self._start_arms(episodes_per_arm=len(tasks) * self.spec.seeds)
         except RunError as exc:  # a run refused at start says so in the ledger instead of staying "running"
@@ -224,6 +227,8 @@ class Runner:
         await self.ledger.create_run(self.run_id, self.spec, spec_sha256=self.spec_sha256,
                                      task_ids=[t.task_id for t in tasks],
                                      sandbox_options=self.options.model_dump(mode="json"))
+        if self.plan is not None:
+            await self.ledger.record_plan(self.run_id, self.plan)
 
     async def _close_orphan_leases(self) -> None:
         """Leases a killed process left open (this run's or any other's) end at their last heartbeat."""
@@ -278,6 +283,21 @@ class Runner:
                                 workers=self.spec.workers)
         rounds.stopped = self.stopped
         return rounds
+
+    async def _already_settled(self, settled: Stop, episodes_per_arm: int) -> RunSummary:
+        """A resumed run whose question is decided, or whose tasks are all run, has nothing left: no arm is started
+        (no endpoint probed, no lease opened) and its figures stay as they are."""
+        totals = await self.ledger.arm_totals(self.run_id)
+        for arm in self.spec.arms:
+            recorded = totals.get(arm.name, ArmTotals())
+            self.progress[arm.name] = ArmProgress(arm=arm.name, total=episodes_per_arm, done=recorded.done,
+                                                  resolved=recorded.resolved, errors=recorded.errors,
+                                                  spend_usd=recorded.calls_cost_usd)
+        await self.ledger.set_run_status(self.run_id, "finished")
+        self.warnings.append(f"run {self.run_id} already stopped ({settled.action}): nothing left to run")
+        return RunSummary(run_id=self.run_id, db=str(self.db_path), status="finished",
+                          arms=list(self.progress.values()), trajectories=str(self.trajectory_dir),
+                          warnings=self.warnings, decision=settled.line)
 
     async def _decide(self, rounds: DecisionRounds, tasks: list[Task], live: list[str],
                       finished: set[tuple[str, int, int]], by_id: dict[str, Task]) -> None:

@@ -56,10 +56,9 @@ def confidence_sequence(values: ArrayLike, alpha: float = 0.05) -> list[Interval
     """The interval after each of `values` (each in [0, 1]), in order: what a run that looks after every task
     would see, each with the running mean as its estimate. The intervals are nested (each the intersection of
     all before it)."""
-    sequence = BettingSequence(alpha)
-    lower, upper, estimate = sequence.advance(_unit_values(values))
-    return [Interval(float(lo), float(up), sequence.n - lower.size + i + 1, alpha, float(est))
-            for i, (lo, up, est) in enumerate(zip(lower, upper, estimate))]
+    lower, upper, estimate = BettingSequence(alpha)._advance(_unit_values(values))
+    return [Interval(float(lo), float(up), n, alpha, float(est))
+            for n, (lo, up, est) in enumerate(zip(lower, upper, estimate), start=1)]
 
 
 class BettingSequence:
@@ -81,9 +80,9 @@ class BettingSequence:
         self._reject = math.log(1 / alpha) + math.log(2)  # Ville: the hedged wealth (half on each) passes 1/α w.p. ≤ α
 
     def extend(self, values: ArrayLike) -> Interval:
-        """The interval after `values` (each in [0, 1]) follow every value consumed before; no values: the
-        interval so far (refused before any value)."""
-        lower, upper, estimate = self.advance(_unit_values(values))
+        """Consume `values` (each in [0, 1]; they follow every value consumed before) and give the interval after
+        the last of them; no values: the interval so far (refused while there is none)."""
+        self._advance(_unit_values(values))
         if self.interval is None:
             raise ValueError("values must hold at least one number in [0, 1] before the first interval")
         return self.interval
@@ -94,7 +93,7 @@ class BettingSequence:
         twin._up, twin._down, twin._alive = self._up.copy(), self._down.copy(), self._alive.copy()
         return twin
 
-    def advance(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _advance(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Consume `x` (checked values in [0, 1]): the interval's ends and the running mean after each. Bet sizes
         depend only on the values before, so they are computed for all of `x` at once; the wealth is then
         accumulated a block of values at a time, only over the candidates still alive (a rejected candidate never

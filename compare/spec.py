@@ -133,6 +133,9 @@ class RunSpec(StrictModel):
     def _questions_name_arms(self) -> RunSpec:
         if self.decide is not None:
             self.decide.check_arms(self.arms)
+            if self.task_order_seed is None:  # a stop after N tasks must have looked at a random sample of them
+                raise ValueError("task_order_seed: a run with decide: may stop after a sample of the tasks, which "
+                                 "must be a random one: give a seed (null keeps the suite's own order)")
         if self.plan is not None:
             self.plan.check_arms(self.arms)
         return self

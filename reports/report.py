@@ -34,6 +34,7 @@ from compare.arm_table import arm_cells, columns, counted, figure_label, flagged
 from compare.breakeven import breakeven
 from compare.decision_record import headline, look_table, outcome
 from compare.ledger import LedgerAccess, connect_read_only
+from compare.plan_record import plan_headline, plan_table, run_plan
 from compare.summary import dumps, summarize
 from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg, esc, fmt_pct, fmt_usd
 
@@ -91,12 +92,13 @@ def write_report(db_path: Path | str, run_id: str, out_dir: Path | str, *,
         written = _export_rows(conn, run_id, out)
         predictions = _write_predictions(conn, run_id, document, out, db_path)
         provenance = _provenance(conn, run_id, document)
+        plan = run_plan(conn, run_id, summary=document)
     written.update(predictions.files)
     panels = breakeven_panels(document)
     notes = notes_of(document, predictions.missing, predictions.absent)
     texts = {"summary.json": dumps(document),
-             "summary.md": render_markdown(document, notes, provenance, panels),
-             "report.html": render_html(document, notes, provenance, panels)}
+             "summary.md": render_markdown(document, notes, provenance, panels, plan=plan),
+             "report.html": render_html(document, notes, provenance, panels, plan=plan)}
     for name, text in texts.items():
         written[name] = _write_text(out / name, text)
     return dict(sorted(written.items()))
@@ -306,7 +308,7 @@ footer{margin-top:2.5rem;border-top:1px solid #ddd;font-size:.8rem;color:#555}
 
 
 def render_html(document: dict[str, Any], notes: list[str], provenance: Provenance,
-                panels: list[dict[str, Any]]) -> str:
+                panels: list[dict[str, Any]], *, plan: dict[str, Any] | None = None) -> str:
     run_id = esc(document["run_id"])
     scenario = f" · scenario <b>{esc(document['scenario'])}</b>" if document.get("scenario") else ""
     parts = [
@@ -317,7 +319,7 @@ def render_html(document: dict[str, Any], notes: list[str], provenance: Provenan
         f'<p class="meta">run <code id="run-id">{run_id}</code> · status <b id="run-status">'
         f'{esc(document["run_status"])}</b> · {counted(len(document.get("task_order") or []), "task")} × '
         f'{counted(document.get("seeds") or 0, "seed")}{scenario}</p></header>',
-        _html_decision(document.get("decision")),
+        _html_decision(document.get("decision")), _html_plan(plan),
         '<section id="arms"><h2>Arms</h2><div class="scroll">', _html_table(document["arms"]), "</div></section>",
         '<section id="charts"><h2>Cost per resolved attempt against resolve rate</h2>',
         cost_vs_resolve_svg(document, standalone=False),
@@ -350,6 +352,20 @@ def _html_decision(decision: dict[str, Any] | None) -> str:
             + (f'<div class="scroll"><table id="looks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
                "</div>" if rows else "")
             + "</section>")
+
+
+def _html_plan(plan: dict[str, Any] | None) -> str:
+    """The "Plan" section: what was planned before the run against what it did; nothing without a plan."""
+    if not plan:
+        return ""
+    headers, rows = plan_table(plan)
+    classes = [' class="num"' if header in ("planned", "actual") else "" for header in headers]
+    head = "".join(f'<th scope="col">{esc(header)}</th>' for header in headers)
+    body = "".join("<tr>" + "".join(f"<td{klass}>{esc(text)}</td>" for text, klass in zip(row, classes, strict=True))
+                   + "</tr>" for row in rows)
+    return (f'<section id="plan"><h2>Plan</h2><p class="plan-line">{esc(plan_headline(plan))}</p>'
+            f'<div class="scroll"><table id="plan-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table></div></section>")
 
 
 def _html_table(arms: list[dict[str, Any]]) -> str:
@@ -431,11 +447,11 @@ def _html_panel(p: dict[str, Any]) -> str:
 
 
 def render_markdown(document: dict[str, Any], notes: list[str], provenance: Provenance,
-                    panels: list[dict[str, Any]]) -> str:
+                    panels: list[dict[str, Any]], *, plan: dict[str, Any] | None = None) -> str:
     lines = [f"# leafcost report {_md(document['run_id'])}", "",
              f"Run status: **{_md(document['run_status'])}**"
              + (f", scenario **{_md(document['scenario'])}**" if document.get("scenario") else ""), ""]
-    lines += _markdown_decision(document.get("decision"))
+    lines += _markdown_decision(document.get("decision")) + _markdown_plan(plan)
     if document["arms"]:
         lines.append("| " + " | ".join(_md(column.label) for column in columns()) + " |")
         lines.append("|" + "|".join("---:" if column.numeric else "---" for column in columns()) + "|")
@@ -467,6 +483,17 @@ def _markdown_decision(decision: dict[str, Any] | None) -> list[str]:
         lines += ["| " + " | ".join(_md(text) for text in row) + " |" for row in rows]
         lines.append("")
     return lines
+
+
+def _markdown_plan(plan: dict[str, Any] | None) -> list[str]:
+    """The "Plan" section's lines (none for a run without a recorded plan)."""
+    if not plan:
+        return []
+    headers, rows = plan_table(plan)
+    lines = ["## Plan", "", _md(plan_headline(plan)), "",
+             "| " + " | ".join(_md(header) for header in headers) + " |",
+             "|" + "|".join("---:" if header in ("planned", "actual") else "---" for header in headers) + "|"]
+    return lines + ["| " + " | ".join(_md(text) for text in row) + " |" for row in rows] + [""]
 
 
 def _md(text: Any) -> str:

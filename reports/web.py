@@ -22,6 +22,7 @@ from compare.breakeven import breakeven
 from compare.decision_record import headline, look_table, outcome
 from compare.episode_list import EpisodeFilter, count_episodes, find_episode, list_episodes
 from compare.ledger import LedgerAccess, LedgerError, fetch_rows
+from compare.plan_record import plan_headline, plan_table, run_plan
 from compare.summary import SummaryError, summarize
 from compare.trajectory_files import read_trajectory
 from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg
@@ -45,7 +46,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:8px;bo
 #arms .more{display:none}#all-figures:checked~.wide #arms .more{display:table-cell}
 label.more-figures{color:#1a5fb4;cursor:pointer;font-size:13px}#all-figures{margin:0 6px 0 0}
 .step{border-left:3px solid #c6cdd5;padding-left:10px;margin:12px 0}
-.verdict{font-size:15px;font-weight:600;overflow-wrap:anywhere}
+.verdict{font-size:15px;font-weight:600;overflow-wrap:anywhere}#plan-table td:not(.num){overflow-wrap:anywhere}
 """
 
 # The arm table's columns shown at first, the ones a reader compares arms by; the registry's others (and any
@@ -92,13 +93,14 @@ def web_router(db_path: Path | str, *, summaries: Callable[[str], dict[str, Any]
     def run_page(run_id: str, arm: str | None = None, offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> str:
         document = _or_404(lambda: summary_of(run_id))
         episodes, total = read(lambda conn: _episodes(conn, run_id, arm, offset))
+        plan = read(lambda conn: run_plan(conn, run_id, summary=document))
         body = (f"<h1>Run {escape(run_id)}</h1><p class=note>status {escape(str(document.get('run_status')))}, "
                 f"{counted(len(document['task_order']), 'task')} × {counted(document['seeds'], 'seed')}; "
                 "95 % intervals from "
                 f"{document['bootstrap']['resamples']:,} bootstrap resamples over tasks; sandbox "
                 f"${document['sandbox_usd_per_vcpu_hour']}/vCPU-hour · <a href=\"/runs/{escape(run_id)}/summary\">"
                 "JSON</a> · <a href=\"/\">all runs</a></p>"
-                + _decision_section(document) + _arm_table(document) + _notes(document)
+                + _decision_section(document) + _plan_section(plan) + _arm_table(document) + _notes(document)
                 + "<h2>Cost per resolved attempt against resolve rate</h2><div class=charts>"
                 + cost_vs_resolve_svg(document) + cost_breakdown_svg(document) + "</div>"
                 + _breakeven_panel(document)
@@ -158,6 +160,19 @@ def _decision_section(document: dict[str, Any]) -> str:
             + (f"<p class=outcome>{escape(left)}</p>" if left else "")
             + (f"<div class=wide><table id=looks><tr>{head}</tr>{body}</table></div>" if rows else "")
             + "</section>")
+
+
+def _plan_section(plan: dict[str, Any] | None) -> str:
+    """What was planned before the run against what it did, after the decision (none for a run without a plan)."""
+    if not plan:
+        return ""
+    headers, rows = plan_table(plan)
+    numeric = [header in ("planned", "actual") for header in headers]
+    head = "".join(f"<th{_classes(n, False)}>{escape(header)}</th>" for header, n in zip(headers, numeric, strict=True))
+    body = "".join("<tr>" + "".join(f"<td{_classes(n, False)}>{escape(text)}</td>"
+                                    for text, n in zip(row, numeric, strict=True)) + "</tr>" for row in rows)
+    return (f"<section id=plan><h2>Plan</h2><p class=note>{escape(plan_headline(plan))}</p>"
+            f"<div class=wide><table id=plan-table><tr>{head}</tr>{body}</table></div></section>")
 
 
 def _arm_table(document: dict[str, Any]) -> str:

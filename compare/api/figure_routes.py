@@ -15,6 +15,7 @@ from compare.api.models import ArmPriceSheet, PricesDocument, UnfairDetail
 from compare.decision_record import run_decision
 from compare.documents import BreakevenDocument, CompareDocument, DecisionDocument, SummaryDocument
 from compare.ledger import LedgerAccess
+from compare.plan_record import RunPlanDocument, run_plan
 from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from compare.summary import dumps
 
@@ -68,6 +69,15 @@ def figure_routes(access: LedgerAccess, figures: Figures) -> APIRouter:
             run_state(conn, run_id)
             document = run_decision(conn, run_id)
         return Outcome(200, dumps(document).encode(), document).response()
+
+    @router.get("/runs/{run_id}/plan", response_model=RunPlanDocument | None,
+                summary="The plan recorded as the run started, each prediction against what the run did; null for a "
+                        "run started without decide: or plan:")
+    def plan(run_id: str) -> Response:
+        def compute(conn, run) -> Outcome:  # cached as the summary is (a finished run's plan never changes)
+            document = run_plan(conn, run_id)
+            return Outcome(200, dumps(document).encode(), document)
+        return figures.get(("plan", run_id), run_id, compute).response()
 
     @router.get("/prices", response_model=PricesDocument,
                 summary="The price map revision, and with run_id the price sheet of each of its arms")

@@ -373,9 +373,25 @@ CREATE TABLE decision_looks (
     "decision_looks.unspent_episodes": "Episodes of the spec the stop left unrun (every arm).",
     "decision_looks.unspent_usd": "What those episodes would have cost at each arm's mean cost per task so far.",
 })
+# A run whose spec has decide: or plan: keeps what leafcost plan predicted for it, made just before it started, so
+# the prediction can be read beside what the run did.
+_RUN_PLANS = """
+CREATE TABLE run_plans (
+    run_id VARCHAR PRIMARY KEY,
+    made_at TIMESTAMPTZ NOT NULL,
+    document JSON NOT NULL
+);
+""" + _comments_sql({
+    "run_plans": "One row per run started with decide: or plan: in its spec: the plan made before it started "
+                 "(leafcost plan --json's document); written once, never replaced (a resume keeps it).",
+    "run_plans.made_at": "When the plan was recorded, as the run was created.",
+    "run_plans.document": "JSON: compare.planning.PlanDocument: per arm the source, predicted episodes, dollars, "
+                          "wall time and interval widths; with decide:, the simulated tasks, dollars and decided "
+                          "probability.",
+})
 MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS), _ROUTER_MODEL_COLUMNS, _CACHE_WRITE_COLUMN,
                          _SCENARIOS_TABLE, _LEASE_HEARTBEATS, _RUN_FAILED_STATUS, _CALL_INTENTS, _REWARD_HACKING,
-                         _ANSWER_TRUNCATED_COLUMN, _DECISION_LOOKS]
+                         _ANSWER_TRUNCATED_COLUMN, _DECISION_LOOKS, _RUN_PLANS]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 ARM_TOTALS_SQL = """

@@ -415,6 +415,11 @@ class Ledger:
                "unspent_episodes": unspent_episodes, "unspent_usd": unspent_usd}
         await self._write("record_look", lambda batch: batch.append("decision_looks", row))
 
+    async def record_plan(self, run_id: str, document: Mapping[str, Any]) -> None:
+        """The plan made before the run started (run_plans): written once with the new run, never replaced."""
+        row = {"run_id": run_id, "made_at": utcnow(), "document": json.dumps(dict(document), default=str)}
+        await self._write("record_plan", lambda batch: batch.append("run_plans", row))
+
     async def looks(self, run_id: str) -> list[dict[str, Any]]:
         """The run's decision looks in order (JSON columns parsed)."""
         rows = await asyncio.to_thread(self.query, "SELECT * FROM decision_looks WHERE run_id = ? ORDER BY look",

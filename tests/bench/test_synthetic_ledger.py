@@ -5,7 +5,6 @@ attempt per key, hosted costs from the price sheet, cumulative server counters m
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib.util
 import json
 from datetime import timedelta

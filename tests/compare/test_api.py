@@ -28,7 +28,8 @@ LEAFCOST = Path(sys.executable).with_name("leafcost")
 TOKEN = "test-api-token-0001"
 ENDPOINTS = ["/health", "/runs", "/runs/{run_id}", "/runs/{run_id}/summary", "/runs/{run_id}/compare",
              "/runs/{run_id}/episodes", "/runs/{run_id}/episodes/{episode_id}", "/runs/{run_id}/breakeven",
-             "/runs/{run_id}/decision", "/runs/{run_id}/scenarios", "/prices"]
+             "/runs/{run_id}/decision", "/runs/{run_id}/plan", "/runs/{run_id}/scenarios",
+             "/prices"]
 
 
 @pytest.fixture(scope="module")

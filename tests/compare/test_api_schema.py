@@ -25,7 +25,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 EXAMPLES = 25
 READS = ["/health", "/runs", "/runs/{run_id}", "/runs/{run_id}/summary", "/runs/{run_id}/compare",
          "/runs/{run_id}/episodes", "/runs/{run_id}/episodes/{episode_id}", "/runs/{run_id}/breakeven",
-         "/runs/{run_id}/decision", "/prices"]
+         "/runs/{run_id}/decision", "/runs/{run_id}/plan", "/prices"]
 WRITE = "/runs/{run_id}/scenarios"
 QUERIED = ["/runs/{run_id}/summary", "/runs/{run_id}/compare", "/runs/{run_id}/episodes", "/runs/{run_id}/breakeven"]
 

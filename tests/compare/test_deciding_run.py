@@ -90,6 +90,14 @@ def test_a_clear_cost_question_stops_at_the_first_look_and_says_what_it_saved(su
     shown = leafcost("summary", summary["run_id"], "--db", str(db), "--json")
     assert json.loads(shown.stdout)["decision"]["status"] == "decided"
 
+    # resuming a decided run runs nothing, probes no endpoint (none is up now) and changes no figure
+    again = leafcost("run", str(spec), "--db", str(db), "--resume", summary["run_id"])
+    assert again.returncode == 0, again.stderr
+    assert "decided after 6 of 30 tasks: cheap is cheaper" in " ".join(again.stdout.split())  # under the table
+    assert "already stopped (decided): nothing left to run" in " ".join(again.stdout.split())
+    assert ledger_rows(db, "SELECT count(*) FROM episodes") == [(12,)]
+    assert leafcost("summary", summary["run_id"], "--db", str(db), "--json").stdout == shown.stdout
+
     # the next run of these models is judged by this one: a budget that cannot pay for one round is refused
     with ScriptedServer(SOLVE_SCRIPT) as server:
         poor = write_spec(tmp_path / "poor.yaml", suite, server, {"cheaper": {"arms": ["dear", "cheap"]},
@@ -163,3 +171,49 @@ def test_a_resolve_rate_claim_above_the_truth_is_decided_below(suite, tmp_path):
     looks = ledger_rows(db, "SELECT tasks, action FROM decision_looks ORDER BY look")
     assert looks[-1][1] == "decided" and looks[-1][0] < TASKS
     assert all(action == "continue" for _, action in looks[:-1])
+
+
+def test_plan_from_a_pilot_predicts_the_dollars_exactly_and_the_stop(suite, tmp_path):
+    db = tmp_path / "ledger.duckdb"
+    question = {"cheaper": {"arms": ["dear", "cheap"], "margin": 0.1}, "round_tasks": 6, "min_tasks": 6}
+    with ScriptedServer(SOLVE_SCRIPT) as server:
+        pilot_spec = write_spec(tmp_path / "pilot.yaml", suite, server, question)
+        raw = yaml.safe_load(pilot_spec.read_text())
+        del raw["decide"]
+        raw["limit"] = 6
+        pilot_spec.write_text(yaml.safe_dump(raw))
+        pilot = leafcost("run", str(pilot_spec), "--db", str(db), "--json")
+        assert pilot.returncode == 0, pilot.stderr
+        spec = write_spec(tmp_path / "spec.yaml", suite, server, question)
+    planned = leafcost("plan", str(spec), "--db", str(db), "--pilot", json.loads(pilot.stdout)["run_id"], "--json")
+    assert planned.returncode == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    arms = {arm["arm"]: arm for arm in plan["arms"]}
+    assert plan["tasks"] == TASKS and arms["cheap"]["episodes"] == TASKS
+    assert arms["cheap"]["usd_per_episode"] == pytest.approx(EPISODE_USD, rel=1e-9)
+    assert arms["dear"]["usd_per_episode"] == pytest.approx(3 * EPISODE_USD, rel=1e-9)
+    assert arms["cheap"]["resolve_rate"] == pytest.approx(4 / 6)
+    # every pilot task costs the same: each simulated run decides at its first look, as the real run did above
+    assert plan["decide"]["decided_probability"] == 1.0 and plan["decide"]["tasks"]["p90"] == 6
+
+
+def test_a_gpu_lease_arm_against_a_hosted_arm_is_decided_on_the_lease_so_far(suite, tmp_path):
+    """The self-hosted arm's dollars at a look are its lease so far (idle time included), attributed to its
+    episodes as the summary attributes them: at $3.50 an hour against $0.00000864 an episode, hosted is cheaper."""
+    db = tmp_path / "ledger.duckdb"
+    with ScriptedServer(SOLVE_SCRIPT) as sglang, ScriptedServer(SOLVE_SCRIPT) as router:
+        spec = write_spec(tmp_path / "spec.yaml", suite, router,  # hosted at a hundredth of the usual price
+                          {"cheaper": {"arms": ["frognano", "cheap"]}, "round_tasks": 6, "min_tasks": 6},
+                          cheap=(0.01, 0.04))
+        raw = yaml.safe_load(spec.read_text())
+        raw["arms"][0] = {"name": "frognano", "adapter": "sglang", "model": "frognano-4b",
+                          "base_url": sglang.base_url, "max_retries": 0, "metrics_interval_sec": 0.5,
+                          "gpu": {"type": "H200", "usd_per_hour": 3.5}}
+        spec.write_text(yaml.safe_dump(raw))
+        done = leafcost("run", str(spec), "--db", str(db), "--json")
+    assert done.returncode == 0, done.stderr
+    assert "cheap is cheaper per resolved attempt than frognano" in json.loads(done.stdout)["decision"]
+    spent = json.loads(ledger_rows(db, "SELECT spent_usd FROM decision_looks ORDER BY look DESC LIMIT 1")[0][0])
+    leases = ledger_rows(db, "SELECT epoch(ended_at - started_at) * usd_per_hour / 3600 FROM gpu_leases")
+    assert spent["cheap"] == pytest.approx(6 * EPISODE_USD / 100, rel=1e-9)
+    assert 0 < spent["frognano"] <= leases[0][0]  # the lease so far at the look: at most the whole lease

@@ -12,6 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from compare.arms import Arm, StrictModel
 from compare.decide_spec import ArmPrior, DecideConfig, PlanConfig
 from compare.decision import ArmTasks, LookResult, budget_stop, look, verdict_line
+from compare.sequential import BettingSequence
 from compare.spec import describe_validation_error
 
 SEEDS = 3
@@ -292,6 +293,61 @@ def test_a_run_is_decided_only_when_every_question_is():
     assert [q.verdict for q in result.questions] == ["first", "undecided"] and not result.decided
     kept = one_look(decide, paired(60, ratio=1.0, spread=1.0, seed=5), number=2, previous=result)
     assert kept.questions[0] == result.questions[0] and kept.questions[1].verdict == "undecided"
+
+
+def first_tasks(data: dict[str, ArmTasks], n: int) -> dict[str, ArmTasks]:
+    """What a look after the rounds covering the first n tasks sees."""
+    return {name: arm(name, a.resolved[:n], a.cost_usd[:n], a.attempts[:n]) for name, a in data.items()}
+
+
+def scripted_run(n: int, seed: int) -> dict[str, ArmTasks]:
+    """Two arms on n tasks, a's true Avg@3 0.6; about one task in eight has no attempt with a verdict yet."""
+    rng = np.random.default_rng(seed)
+    attempts = np.where(rng.uniform(size=n) < 0.12, 0, SEEDS)
+    resolved = np.minimum(rng.binomial(SEEDS, rng.beta(1.2, 0.8, n)), attempts)
+    cost = rng.lognormal(0.0, 1.0, n)
+    return {"a": arm("a", resolved, cost, attempts), "b": arm("b", resolved, cost * rng.lognormal(0.0, 0.5, n))}
+
+
+def test_a_look_continued_from_the_previous_looks_state_equals_one_computed_from_scratch():
+    """Rounds of random sizes: each look given the previous look (its reaches sequence carried on) gives the
+    result of a look given that previous look as the ledger returns it (JSON: no state, so from scratch)."""
+    rng = np.random.default_rng(41)
+    data = scripted_run(400, seed=8)
+    decide = config(cheaper={"arms": ["a", "b"]}, reaches={"arm": "a", "avg_at_k": 0.6})  # the truth: undecided
+    carried = restored = None
+    done = number = 0
+    while done < 400:
+        done, number = min(400, done + int(rng.integers(1, 60))), number + 1
+        seen = first_tasks(data, done)
+        carried = one_look(decide, seen, number=number, previous=carried)
+        from_ledger = restored and LookResult.model_validate_json(restored.model_dump_json())
+        restored = one_look(decide, seen, number=number, previous=from_ledger)
+        assert carried.model_dump() == restored.model_dump() and carried == restored
+        assert carried._reaches_state.sequence.n == int((data["a"].attempts[:done] > 0).sum())
+    assert number > 10 and carried.questions[1].verdict == "undecided"  # the state was carried at every look
+
+
+def test_a_look_feeds_the_sequence_only_the_new_tasks_when_the_previous_look_covers_the_first(monkeypatch):
+    fed = []
+    extend = BettingSequence.extend
+
+    def counted_extend(sequence, values):
+        fed.append(len(values))
+        return extend(sequence, values)
+
+    monkeypatch.setattr(BettingSequence, "extend", counted_extend)
+    decide = config(reaches={"arm": "a", "avg_at_k": 0.6})
+    data = scripted_run(100, seed=9)
+    scored = [int((data["a"].attempts[:n] > 0).sum()) for n in (40, 100)]
+    first = one_look(decide, first_tasks(data, 40))
+    second = one_look(decide, data, number=2, previous=first)
+    assert fed == [scored[0], scored[1] - scored[0]]  # the second look paid only for its new tasks
+    assert first._reaches_state.sequence.n == scored[0]  # the previous look's state is left as it was
+    resumed = one_look(decide, data, number=2, previous=LookResult.model_validate_json(first.model_dump_json()))
+    assert fed[-1] == scored[1] and resumed.model_dump() == second.model_dump()  # no state stored: from scratch
+    one_look(decide, scripted_run(100, seed=10), number=2, previous=first)
+    assert fed[-1] == int((scripted_run(100, seed=10)["a"].attempts > 0).sum())  # other tasks: not continued
 
 
 def test_arms_covering_different_tasks_are_refused():

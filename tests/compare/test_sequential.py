@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from compare.sequential import (
+    BLOCK,
+    BettingSequence,
     Interval,
     cheaper_verdict,
     claim_verdict,
@@ -98,6 +100,71 @@ def test_each_interval_carries_the_running_mean_as_its_estimate():
 def test_values_outside_0_1_or_a_bad_alpha_are_refused(values, alpha):
     with pytest.raises(ValueError):
         confidence_sequence(values, alpha=alpha)
+
+
+def fed_in_chunks(values: np.ndarray, alpha: float, rng: np.random.Generator) -> list[tuple[int, Interval]]:
+    """The intervals a BettingSequence gives when fed `values` in random chunks (some empty, some longer than a
+    block), each with the number of values fed so far."""
+    sequence, fed, seen = BettingSequence(alpha), 0, []
+    while fed < values.size:
+        size = int(rng.choice([0, 1, 7, BLOCK - 1, BLOCK, BLOCK + 3, 3 * BLOCK]))
+        if fed == 0 and size == 0:
+            continue
+        seen.append((min(fed + size, values.size), sequence.extend(values[fed:fed + size])))
+        fed = seen[-1][0]
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["beta", "uniform", "ones", "every candidate rejected"])
+def test_a_sequence_fed_in_chunks_gives_exactly_the_intervals_of_one_fed_everything(kind):
+    rng = np.random.default_rng(len(kind))
+    alpha = 0.05
+    if kind == "beta":
+        values = task_scores(rng, 0.7, 0.7, 700)[0]
+    elif kind == "uniform":
+        values = rng.uniform(size=500)
+    elif kind == "ones":
+        values = np.ones(300)
+    else:  # near-certain α and a mean between two candidates: the last candidate falls at task 1,338
+        values, alpha = np.full(1500, 0.70025), 0.99
+    whole = confidence_sequence(values, alpha)
+    for _ in range(3):
+        for fed, interval in fed_in_chunks(values, alpha, rng):
+            assert interval == whole[fed - 1]  # every field equal, not approximately
+    if kind == "every candidate rejected":
+        assert whole[-1].lower == whole[-1].upper and whole[-1].lower not in np.linspace(0, 1, 2001)
+
+
+def test_the_intervals_are_those_of_the_former_whole_array_construction():
+    """Pinned from the implementation before BettingSequence (one pass over every value): a guard that carrying
+    the state changed no result, across a block boundary (64 | 65) and far on."""
+    values = np.array([((7 * i) % 4) / 3 for i in range(1, 301)])
+    intervals = confidence_sequence(values)
+    pinned = {1: (0.0, 1.0, 1.0), 2: (0.0, 1.0, 0.8333333333333333), 64: (0.373, 0.6435, 0.5),
+              65: (0.374, 0.6435, 0.5076923076923077), 128: (0.405, 0.6055, 0.5), 300: (0.433, 0.5735, 0.5)}
+    for n, figures in pinned.items():
+        assert (intervals[n - 1].lower, intervals[n - 1].upper, intervals[n - 1].estimate) == figures
+    ones = confidence_sequence(np.ones(200))
+    assert (ones[99].lower, ones[99].upper, ones[-1].lower) == (0.9305, 1.0, 0.9645)
+
+
+def test_a_copied_sequence_goes_on_independently_and_an_empty_chunk_repeats_the_interval():
+    values = task_scores(np.random.default_rng(5), 2, 2, 200)[0]
+    sequence = BettingSequence()
+    halfway = sequence.extend(values[:100])
+    twin = sequence.copy()
+    assert sequence.extend(values[100:]) == confidence_sequence(values)[-1] and sequence.n == 200
+    assert twin.n == 100 and twin.interval == halfway and twin.extend([]) == halfway
+    assert twin.extend(values[100:]) == sequence.interval
+
+
+def test_a_sequence_refuses_bad_values_a_bad_alpha_and_an_empty_start():
+    with pytest.raises(ValueError, match="before the first interval"):
+        BettingSequence().extend([])
+    with pytest.raises(ValueError, match=r"values must be a sequence of numbers in \[0, 1\]"):
+        BettingSequence().extend([0.5, 1.5])
+    with pytest.raises(ValueError, match="alpha must be in"):
+        BettingSequence(alpha=1.0)
 
 
 # ---------------------------------------------------------------- paired differences of resolve rates

@@ -65,6 +65,15 @@ def test_the_documented_spec_works_as_written(tmp_path):
     (("seeds: 2", "seeds: 2\nswebench: {registry: x}"), "swebench.registry: unknown field"),
     (("sandbox: {backend: local}", "sandbox: {backend: kubernetes}"),
      "spec.yaml: sandbox: images: the kubernetes backend runs each task's image by digest"),  # no "Value error, "
+    # decide: (docs/decisions.md); its own checks are in test_decision.py, these are the spec-wide ones
+    (("seeds: 2", "seeds: 2\ndecide: {cheaper: {arms: [frognano, hosteed]}}"),
+     "spec.yaml: decide.cheaper.arms.1: no arm named 'hosteed' (arms: frognano, hosted)"),
+    (("seeds: 2", "seeds: 2\ndecide: {cheaper: {arms: [frognano, hosted], margin: .nan}}"),
+     "spec.yaml: decide.cheaper.margin: "),
+    (("seeds: 2", "seeds: 2\ntask_order_seed: null\ndecide: {reaches: {arm: hosted, avg_at_k: 0.5}}"),
+     "spec.yaml: task_order_seed: a run with decide: may stop after a sample of the tasks, which must be a random"),
+    (("seeds: 2", "seeds: 2\nplan: {priors: {gpt: {resolve_rate: 0.5, prompt_tokens: 1, completion_tokens: 1}}}"),
+     "spec.yaml: plan.priors.gpt: no arm named 'gpt'"),
 ])
 def test_mistakes_are_named_by_field_path(tmp_path, change, message):
     with pytest.raises(SpecError) as caught:
