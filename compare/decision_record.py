@@ -22,7 +22,7 @@ ACTIONS = {"continue": "went on", "decided": "stopped: decided", "budget": "stop
 def run_decision(conn, run_id: str) -> dict[str, Any] | None:
     """The run's decision for display: None for a run without a decision question (or no such run). `status` is
     decided, undecided (stopped at the budget or with no tasks left) or running (no stop recorded yet)."""
-    found = fetch_rows(conn, "SELECT spec_json FROM runs WHERE run_id = ?", [run_id])
+    found = fetch_rows(conn, "SELECT spec_json, status, status_reason FROM runs WHERE run_id = ?", [run_id])
     if not found:
         return None
     spec = found[0]["spec_json"]
@@ -34,10 +34,26 @@ def run_decision(conn, run_id: str) -> dict[str, Any] | None:
     last = looks[-1] if looks else {}
     stop = last.get("action")
     status = "running" if stop in (None, "continue") else "decided" if stop == "decided" else "undecided"
+    line = last.get("reason")
+    if status == "running" and found[0]["status"] != "running":  # it ended between looks, without a stop
+        status, line = "ended", _ended_line(conn, run_id, found[0]["status"], found[0]["status_reason"], len(looks))
     return conforming(DecisionDocument, {
-        "status": status, "stop": stop, "line": last.get("reason"), "question": question, "final": last.get("result"),
+        "status": status, "stop": stop, "line": line, "question": question, "final": last.get("result"),
         "unspent_episodes": last.get("unspent_episodes"), "unspent_usd": last.get("unspent_usd"),
         "looks": [{key: look[key] for key in LOOK_FIELDS} for look in looks]})
+
+
+def _ended_line(conn, run_id: str, run_status: str, reason: str | None, looks: int) -> str:
+    """Why a run ended without its question stopping it: an arm a configuration error stopped (no decision can
+    pair it any more), or the run interrupted or failed (a resume goes on)."""
+    stopped = fetch_rows(conn, "SELECT arm, status_reason FROM arms WHERE run_id = ? AND status = 'failed' "
+                               "ORDER BY arm", [run_id])
+    after = f"after {counted(looks, 'look')}"
+    if stopped:
+        return (f"undecided: arm {stopped[0]['arm']} {stopped[0]['status_reason'] or 'failed'} ({after}); fix it "
+                "and resume the run")
+    why = f": {reason}" if reason else ""
+    return f"undecided: the run was {run_status} {after}{why}; resume it to go on"
 
 
 def headline(decision: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from compare.decide_spec import DecideConfig
@@ -75,8 +75,9 @@ class DecisionRounds:
             round_tasks = task_ids[done: done + self.size]
             await run_round(round_tasks)
             done += len(round_tasks)
-            if any(arm in self.stopped for arm in self.arms):  # a configuration error stopped an arm
-                return Stop(None, None)
+            stopped = [arm for arm in self.arms if arm in self.stopped]
+            if stopped:  # a configuration error stopped an arm: no look can pair it any more
+                return Stop(None, f"undecided: arm {stopped[0]} {self.stopped[stopped[0]]}; fix it and resume the run")
             data = await self._data(task_ids[:done])
             number += 1
             previous = look(self.config, data, look_number=number, total_tasks=len(task_ids), previous=previous)
@@ -93,7 +94,7 @@ class DecisionRounds:
                 return Stop(action, looks[-1]["reason"])
         return Stop(None, None)
 
-    stopped: Sequence[str] = ()  # the runner's stopped arms (set by the runner: a live view of its dict)
+    stopped: Mapping[str, str] = {}  # the runner's stopped arms and why (a live view of its dict)
 
     async def _data(self, task_ids: list[str]) -> dict[str, ArmTasks]:
         await self.ledger.flush()

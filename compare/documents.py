@@ -242,13 +242,14 @@ class DecisionDocument(_Document):
     """A run's decision (its spec's `decide:`): `GET /runs/{run_id}/decision`, and the `decision` field of the
     summary and compare documents."""
 
-    status: Literal["decided", "undecided", "running"] = Field(
+    status: Literal["decided", "undecided", "running", "ended"] = Field(
         description="decided: every question decided; undecided: stopped at the budget or with every task run; "
-                    "running: no stop recorded yet")
+                    "running: no stop recorded yet; ended: the run ended between looks, undecided (interrupted, "
+                    "or an arm stopped by a configuration error): `line` says which")
     stop: Literal["continue", "decided", "budget", "exhausted"] | None = Field(
         description="the last look's action; null before the first look")
-    line: str | None = Field(description="the verdict line of the stop (\"decided after N of M tasks: ...\"); null "
-                                         "while running")
+    line: str | None = Field(description="the verdict line of the stop (\"decided after N of M tasks: ...\"), or why "
+                                         "a run that ended did not stop on its question; null while running")
     question: dict[str, Any] = Field(description="the spec's decide: section as the run was started "
                                                  "(docs/run-spec.md)")
     final: LookVerdicts | None = Field(description="what the last look said; null before the first look")

@@ -217,3 +217,23 @@ def test_a_gpu_lease_arm_against_a_hosted_arm_is_decided_on_the_lease_so_far(sui
     leases = ledger_rows(db, "SELECT epoch(ended_at - started_at) * usd_per_hour / 3600 FROM gpu_leases")
     assert spent["cheap"] == pytest.approx(6 * EPISODE_USD / 100, rel=1e-9)
     assert 0 < spent["frognano"] <= leases[0][0]  # the lease so far at the look: at most the whole lease
+
+
+def test_an_arm_a_configuration_error_stops_ends_the_run_undecided_and_says_why(suite, tmp_path):
+    db = tmp_path / "ledger.duckdb"
+    refused = {"turns": [{"status": 401, "message": "Invalid API key: the key was revoked"}]}
+    with ScriptedServer(SOLVE_SCRIPT) as good, ScriptedServer(refused) as bad:
+        spec = write_spec(tmp_path / "spec.yaml", suite, good,
+                          {"cheaper": {"arms": ["dear", "cheap"]}, "round_tasks": 6, "min_tasks": 6})
+        raw = yaml.safe_load(spec.read_text())
+        raw["arms"][0]["base_url"] = bad.base_url  # dear's endpoint refuses its key
+        spec.write_text(yaml.safe_dump(raw))
+        done = leafcost("run", str(spec), "--db", str(db), "--json")
+    assert done.returncode == 0, done.stderr
+    line = json.loads(done.stdout)["decision"]
+    assert line.startswith("undecided: arm dear stopped after a configuration error") and "resume" in line
+    assert ledger_rows(db, "SELECT count(*) FROM decision_looks") == [(0,)]  # the first round never completed
+    decision = json.loads(leafcost("summary", json.loads(done.stdout)["run_id"], "--db", str(db), "--json").stdout
+                          )["decision"]
+    assert decision["status"] == "ended" and decision["line"].startswith("undecided: arm dear stopped after a "
+                                                                          "configuration error")
