@@ -61,6 +61,8 @@ class DecideConfig(StrictModel):
                                     f"max({MIN_ROUND_TASKS}, workers ÷ (arms × seeds)), so a round fills the workers)")
     min_tasks: int = Field(20, ge=2, le=MAX_TASKS, description="no cost verdict before this many tasks: the "
                            "burn-in of the asymptotic confidence sequence a cost per resolved attempt uses")
+    stop_out_of_reach: bool = Field(True, description="stop undecided once a question is out of reach by the "
+                                    "suite's end (false: run on to the budget or the last task, for the figures)")
 
     @model_validator(mode="after")
     def _a_question(self) -> DecideConfig:

@@ -3,9 +3,12 @@ compare.sequential over the finished rounds' tasks, how many more tasks an undec
 budget lets the next round start, and the verdict's one line for every surface.
 
 A question's verdict is wrong with probability at most `decide.alpha` however many looks the run takes: the
-resolve rate's interval is the exact betting confidence sequence (valid from the first task), the cost's the
-asymptotic one (valid after its burn-in, `decide.min_tasks`, before which it gives no verdict). A verdict, once
-reached, is kept with the figures it was reached on: a later look never flips it."""
+resolve rate's interval is the exact betting confidence sequence with its bets sized for the suite (valid from the
+first task), the cost's the finite-horizon boundary (valid to central-limit order after its burn-in,
+`decide.min_tasks`, before which it gives no verdict). A verdict, once reached, is kept with the figures it was
+reached on: a later look never flips it. A question the rest of the suite cannot decide even at the most
+favourable value its interval allows is futile: the run may stop undecided (never a wrong verdict; see
+_cheaper_futile and _reaches_futile)."""
 
 from __future__ import annotations
 
@@ -18,12 +21,13 @@ from pydantic import BaseModel, PrivateAttr
 
 from compare.arm_table import fmt_usd
 from compare.decide_spec import CheaperQuestion, DecideConfig, ReachesQuestion
-from compare.sequential import (BettingSequence, Interval, cheaper_verdict, claim_verdict,
-                                cost_difference_interval, cost_per_resolved_interval, cost_ratio_interval,
-                                normal_mixture_radius, tasks_to_exclude)
+from compare.sequential import (BOUNDARY_SHAPE, BettingSequence, Interval, boundary_radius, cheaper_verdict,
+                                claim_verdict, cost_difference_interval, cost_per_resolved_interval,
+                                cost_ratio_interval, horizon_tasks, tasks_to_exclude)
 
 UNDECIDED = "undecided"
 NO_VARIANCE_YET = 0.25  # a [0, 1] score's largest variance: what one task's score says about the spread
+FUTILITY_LUCK = 2.0  # the claim's futility allows the rest of the suite this many standard errors of luck
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,13 @@ class QuestionResult(BaseModel):
     cost_per_resolved: dict[str, Figure | None] = {}  # cheaper: each arm's θ (None: nothing resolved or spent yet)
     tasks_to_decide: int | None = None  # undecided: the plan's number of further tasks (None: it cannot say)
     sentence: str
+    _futile: bool = PrivateAttr(default=False)  # set by the look; not stored (the documents' schema is unchanged)
+
+    @property
+    def futile(self) -> bool:
+        """Undecided, and the rest of the suite cannot decide it even at the most favourable value its interval
+        allows (see _cheaper_futile, _reaches_futile); False for a result read back from the ledger."""
+        return self._futile
 
 
 class ReachesState:
@@ -75,16 +86,16 @@ class ReachesState:
         self.sequence, self.scores = sequence, scores
 
     @classmethod
-    def over(cls, scores: np.ndarray, alpha: float, previous: ReachesState | None) -> ReachesState:
-        """The state after `scores`: a copy of `previous`'s sequence extended by the scores after its own when
-        `scores` begin with them (rounds append tasks), else a new sequence over them all."""
+    def over(cls, scores: np.ndarray, alpha: float, horizon: int, previous: ReachesState | None) -> ReachesState:
+        """The state after `scores` (bets sized for `horizon` tasks): a copy of `previous`'s sequence extended by
+        the scores after its own when `scores` begin with them (rounds append tasks), else a new sequence."""
         consumed = previous.scores.size if previous is not None else 0
-        if (previous is not None and previous.sequence.alpha == alpha and consumed <= scores.size
-                and np.array_equal(previous.scores, scores[:consumed])):
+        if (previous is not None and previous.sequence.alpha == alpha and previous.sequence.horizon == horizon
+                and consumed <= scores.size and np.array_equal(previous.scores, scores[:consumed])):
             sequence = previous.sequence.copy()
             sequence.extend(scores[consumed:])
         else:
-            sequence = BettingSequence(alpha)
+            sequence = BettingSequence(alpha, horizon)
             sequence.extend(scores)
         return cls(sequence, scores)
 
@@ -103,6 +114,11 @@ class LookResult(BaseModel):
     questions: list[QuestionResult]
     decided: bool
     _reaches_state: ReachesState | None = PrivateAttr(default=None)  # for the next look; never stored
+
+    @property
+    def futile(self) -> bool:
+        """Not decided, and some undecided question is futile: the run may stop undecided (the futility stop)."""
+        return not self.decided and any(q.futile for q in self.questions)
 
 
 def look(config: DecideConfig, data: dict[str, ArmTasks], *, look_number: int, total_tasks: int,
@@ -125,10 +141,32 @@ def look(config: DecideConfig, data: dict[str, ArmTasks], *, look_number: int, t
             earlier = previous._reaches_state if previous is not None else None
             reached, reaches_state = _reaches(config, config.reaches, data, tasks, total_tasks, earlier)
             questions.append(reached)
+    decided = all(q.verdict != UNDECIDED for q in questions)
     result = LookResult(look=look_number, tasks=tasks, total_tasks=total_tasks, questions=questions,
-                        decided=all(q.verdict != UNDECIDED for q in questions))
+                        decided=decided)
     result._reaches_state = reaches_state
     return result
+
+
+Action = Literal["continue", "decided", "futile", "exhausted", "budget"]
+
+
+def after_look(config: DecideConfig, result: LookResult, *, spent: dict[str, float], round_tasks: int
+               ) -> tuple[Action, str | None]:
+    """What a run does after a look, and the budget's reason when it stops there: decided (every question),
+    exhausted (no task left), futile (a question out of reach in this suite), budget (the next round, at each arm's
+    mean $ per task so far, would pass a cap), or continue. The runner, `leafcost plan`'s Monte Carlo and the bench
+    all stop by this one rule."""
+    if result.decided:
+        return "decided", None
+    left = result.total_tasks - result.tasks
+    if left <= 0:
+        return "exhausted", None
+    if result.futile and config.stop_out_of_reach:
+        return "futile", None
+    next_round = {arm: usd / max(result.tasks, 1) * min(round_tasks, left) for arm, usd in spent.items()}
+    reason = budget_stop(config, spent, next_round)
+    return ("budget", reason) if reason is not None else ("continue", None)
 
 
 def budget_stop(config: DecideConfig, spent: dict[str, float], next_round: dict[str, float]) -> str | None:
@@ -151,11 +189,16 @@ def verdict_line(result: LookResult, status: str, unspent_episodes: int, unspent
                  stop: str = "budget") -> str:
     """The run's verdict in one line: "decided after N of M tasks: <sentences>; $Y of evaluation not spent (E
     episodes)", or, undecided, "undecided at the budget after N of M tasks: <sentences>; the plan says K more
-    tasks" (`stop` "exhausted": "undecided with every task run")."""
+    tasks" (`stop` "exhausted": "undecided with every task run"; "futile": "undecided, out of reach in this
+    suite", the rest of the suite unable to decide it, with the evaluation not spent)."""
     sentences = "; ".join(q.sentence for q in result.questions)
     if status == "decided":
         return (f"decided after {result.tasks} of {result.total_tasks} tasks: {sentences}; {fmt_usd(unspent_usd)} "
                 f"of evaluation not spent ({unspent_episodes} episodes)")
+    if stop == "futile":
+        return (f"undecided, out of reach in this suite, after {result.tasks} of {result.total_tasks} tasks: even "
+                f"at the most favourable value of its interval the remaining tasks could not decide it; "
+                f"{sentences}; {fmt_usd(unspent_usd)} of evaluation not spent ({unspent_episodes} episodes)")
     where = "with every task run" if stop == "exhausted" else "at the budget"
     return f"undecided {where} after {result.tasks} of {result.total_tasks} tasks: {sentences}; {_plan_says(result)}"
 
@@ -192,7 +235,8 @@ def _cheaper(config: DecideConfig, question: CheaperQuestion, data: dict[str, Ar
     each arm's θ are reported beside it."""
     a, b = (_arm(data, name) for name in question.arms)
     alpha = config.alpha
-    ratio = cost_ratio_interval(a.cost_usd, a.resolved, b.cost_usd, b.resolved, alpha, total)
+    start = config.min_tasks
+    ratio = cost_ratio_interval(a.cost_usd, a.resolved, b.cost_usd, b.resolved, alpha, total, start)
     difference = cost_difference_interval(a.cost_usd, a.resolved, b.cost_usd, b.resolved, alpha, total)
     per_arm = {arm.arm: _figure(cost_per_resolved_interval(arm.cost_usd, arm.resolved, alpha, total))
                for arm in (a, b)}
@@ -205,6 +249,8 @@ def _cheaper(config: DecideConfig, question: CheaperQuestion, data: dict[str, Ar
         result.estimate, result.lower, result.upper = ratio.estimate, ratio.lower, ratio.upper
     if verdict == UNDECIDED:
         result.tasks_to_decide = _cheaper_tasks_needed(ratio, question.margin, config, tasks, total)
+        result._futile = ratio is not None and config.min_tasks <= tasks < total and _cheaper_futile(
+            ratio, question.margin, tasks, total)
     result.sentence = _cheaper_sentence(result, question, config, a, b, tasks)
     return result
 
@@ -223,7 +269,7 @@ def _reaches(config: DecideConfig, question: ReachesQuestion, data: dict[str, Ar
     if scores.size == 0:
         result.sentence = f"{label} reaching {question.avg_at_k:g} is undecided: no attempt has a verdict yet"
         return result, None
-    state = ReachesState.over(scores, config.alpha, earlier)
+    state = ReachesState.over(scores, config.alpha, horizon_tasks(total), earlier)
     interval = state.sequence.interval
     verdict = claim_verdict(interval, question.avg_at_k)
     result.verdict, result.estimate, result.lower, result.upper = (verdict, interval.estimate, interval.lower,
@@ -231,6 +277,8 @@ def _reaches(config: DecideConfig, question: ReachesQuestion, data: dict[str, Ar
     figures = f"{interval.estimate:.2f} [{interval.lower:.2f}, {interval.upper:.2f}]"
     if verdict == UNDECIDED:
         result.tasks_to_decide = _reaches_tasks_needed(scores, question.avg_at_k, config.alpha, total)
+        result._futile = config.min_tasks <= tasks < total and _reaches_futile(
+            interval, scores, question.avg_at_k, config.alpha, tasks, total)
         result.sentence = f"{label} reaching {question.avg_at_k:g} is undecided: {figures}"
     else:
         result.decided_at_tasks = tasks
@@ -255,14 +303,47 @@ def _cheaper_tasks_needed(ratio: Interval | None, margin: float, config: DecideC
         return None
     log_ratio = math.log(ratio.estimate)
     radius = math.log(ratio.upper / ratio.estimate)
-    unit = normal_mixture_radius(tasks, 1.0, config.alpha, total)
+    unit = boundary_radius(tasks, 1.0, config.alpha, total, config.min_tasks)
     gap = abs(log_ratio)
     if margin > 0:
         gap = max(gap, math.log1p(margin) - abs(log_ratio))
-    needed = tasks_to_exclude(gap, (radius / unit) ** 2, config.alpha, total) if gap > 0 else None
+    needed = tasks_to_exclude(gap, (radius / unit) ** 2, config.alpha, total, config.min_tasks) if gap > 0 else None
     if needed is None:
         return None
     return max(1, max(needed, config.min_tasks) - tasks)
+
+
+def _cheaper_futile(ratio: Interval, margin: float, tasks: int, total: int) -> bool:
+    """Whether no verdict is within reach by the suite's end, even at the most favourable truth the interval
+    allows. On the log scale (estimate x, interval [L, U] after n of N tasks, s = n/N): if the remaining tasks
+    average the truth μ, the estimate at N is s·x + (1 − s)·μ and the radius r_N (this radius carried to N with the
+    same spread); "first" needs μ = L to bring it below −r_N, "second" μ = U above r_N, "equivalent" the μ in the
+    interval nearest 0 to bring it within log(1 + margin) − r_N of 0. The radius is smallest at N, so a verdict out
+    of reach there is out of reach at every look before it."""
+    low, high, estimate = math.log(ratio.lower), math.log(ratio.upper), math.log(ratio.estimate)
+    share = tasks / total
+    final_radius = (high - estimate) * (total / tasks) ** (BOUNDARY_SHAPE / 2 - 1)
+    first = share * estimate + (1 - share) * low + final_radius < 0
+    second = share * estimate + (1 - share) * high - final_radius > 0
+    nearest = min(max(0.0, low), high)
+    equivalent = margin > 0 and abs(share * estimate + (1 - share) * nearest) + final_radius <= math.log1p(margin)
+    return not (first or second or equivalent)
+
+
+def _reaches_futile(interval: Interval, scores: np.ndarray, claimed: float, alpha: float, tasks: int,
+                    total: int) -> bool:
+    """Whether neither verdict on the claim is within reach by the suite's end: as _cheaper_futile, the truth at
+    the interval's favourable end, the final radius the fixed-horizon one at N, sqrt(2 log(2/α))·σ̂/√N, and the rest
+    of the suite allowed FUTILITY_LUCK standard errors of luck (σ̂·√(N − n)/N) besides: the betting interval's
+    width is less predictable than the cost boundary's."""
+    share = tasks / total
+    spread = float(np.std(scores, ddof=1)) if scores.size > 1 else math.sqrt(NO_VARIANCE_YET)
+    final_radius = (math.sqrt(2 * math.log(2 / alpha)) * spread / math.sqrt(total)
+                    - FUTILITY_LUCK * spread * math.sqrt(total - tasks) / total)
+    mean = interval.estimate
+    reaches = share * mean + (1 - share) * interval.upper - final_radius >= claimed
+    below = share * mean + (1 - share) * interval.lower + final_radius < claimed
+    return not (reaches or below)
 
 
 def _reaches_tasks_needed(scores: np.ndarray, claimed: float, alpha: float, total: int) -> int | None:

@@ -15,8 +15,8 @@ from compare.ledger import fetch_rows
 from compare.ledger.writer import parse_look
 
 LOOK_FIELDS = ("look", "looked_at", "tasks", "total_tasks", "episodes", "spent_usd", "budget", "action", "reason")
-ACTIONS = {"continue": "went on", "decided": "stopped: decided", "budget": "stopped: budget",
-           "exhausted": "stopped: no tasks left"}
+ACTIONS = {"continue": "went on", "decided": "stopped: decided", "futile": "stopped: out of reach",
+           "budget": "stopped: budget", "exhausted": "stopped: no tasks left"}
 
 
 def run_decision(conn, run_id: str) -> dict[str, Any] | None:

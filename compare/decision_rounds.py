@@ -13,10 +13,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from compare.decide_spec import DecideConfig
-from compare.decision import ArmTasks, LookResult, budget_stop, look, verdict_line
+from compare.decision import ArmTasks, LookResult, after_look, budget_stop, look, verdict_line
 from compare.decision_data import arm_tasks
 from compare.ledger import Ledger
 
+SETTLED = ("decided", "exhausted", "futile")  # stops a resume cannot undo (a budget stop it can)
 RunRound = Callable[[list[str]], Awaitable[None]]  # runs every unfinished key of these tasks, all arms and seeds
 
 
@@ -54,9 +55,10 @@ class DecisionRounds:
                                   "resumed run keeps its question (only decide.budget may change): start a new run")
 
     async def settled(self) -> Stop | None:
-        """How the run stopped, when it stopped for good (decided, or every task run); None when it may go on."""
+        """How the run stopped, when it stopped for good (decided, out of reach, or every task run); None when it
+        may go on."""
         looks = await self.ledger.looks(self.run_id)
-        if looks and looks[-1]["action"] in ("decided", "exhausted"):
+        if looks and looks[-1]["action"] in SETTLED:
             return Stop(looks[-1]["action"], looks[-1]["reason"])
         return None
 
@@ -68,7 +70,9 @@ class DecisionRounds:
         done = looks[-1]["tasks"] if looks else 0
         if looks and looks[-1]["action"] == "budget":  # resumed at the budget: go on only if the budget now allows
             data = await self._data(task_ids[:done])
-            if (reason := budget_stop(self.config, *self._spend(data, done))) is not None:
+            spent = self._spent(data)
+            next_round = {arm: usd / max(done, 1) * min(self.size, len(task_ids) - done) for arm, usd in spent.items()}
+            if (reason := budget_stop(self.config, spent, next_round)) is not None:
                 return Stop("budget", f"still at the budget: {reason}: raise decide.budget to go on")
         number = len(looks)
         while done < len(task_ids):
@@ -81,13 +85,7 @@ class DecisionRounds:
             data = await self._data(task_ids[:done])
             number += 1
             previous = look(self.config, data, look_number=number, total_tasks=len(task_ids), previous=previous)
-            action, reason = "continue", None
-            if previous.decided:
-                action = "decided"
-            elif done >= len(task_ids):
-                action = "exhausted"
-            elif (reason := budget_stop(self.config, *self._spend(data, done))) is not None:
-                action = "budget"
+            action, reason = after_look(self.config, previous, spent=self._spent(data), round_tasks=self.size)
             await self._record(number, previous, data, action, reason, done, len(task_ids))
             if action != "continue":
                 looks = await self.ledger.looks(self.run_id)
@@ -100,10 +98,9 @@ class DecisionRounds:
         await self.ledger.flush()
         return await asyncio.to_thread(lambda: arm_tasks(self.ledger.reader(), self.run_id, task_ids, self.arms))
 
-    def _spend(self, data: dict[str, ArmTasks], done: int) -> tuple[dict[str, float], dict[str, float]]:
-        """Each arm's spend so far and what its next round should cost at its mean cost per task so far."""
-        spent = {arm: tasks.spent_usd for arm, tasks in data.items()}
-        return spent, {arm: spent[arm] / max(done, 1) * self.size for arm in data}
+    @staticmethod
+    def _spent(data: dict[str, ArmTasks]) -> dict[str, float]:
+        return {arm: tasks.spent_usd for arm, tasks in data.items()}
 
     async def _record(self, number: int, result: LookResult, data: dict[str, ArmTasks], action: str,
                       reason: str | None, done: int, total: int) -> None:
@@ -113,8 +110,7 @@ class DecisionRounds:
         line = None
         if action != "continue":
             status = "decided" if action == "decided" else "undecided"
-            line = verdict_line(result, status, unspent_episodes, unspent_usd,
-                                stop="exhausted" if action == "exhausted" else "budget")
+            line = verdict_line(result, status, unspent_episodes, unspent_usd, stop=action)
             if reason is not None and action == "budget":
                 line = f"{line} ({reason})"
         episodes = sum(int(tasks.attempts.sum()) for tasks in data.values())

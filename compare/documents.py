@@ -232,9 +232,10 @@ class DecisionLook(_Document):
     episodes: int = Field(description="final episodes of every arm when the look was taken")
     spent_usd: dict[str, float] = Field(description="each arm's spend so far, in USD")
     budget: dict[str, Any] = Field(description="decide.budget in effect at this look (a resume may raise it)")
-    action: Literal["continue", "decided", "budget", "exhausted"] = Field(
-        description="continue: another round ran; decided: every question decided, the run stopped; budget: the "
-                    "next round would pass a cap; exhausted: no tasks left")
+    action: Literal["continue", "decided", "futile", "budget", "exhausted"] = Field(
+        description="continue: another round ran; decided: every question decided, the run stopped; futile: a "
+                    "question out of reach by the suite's end; budget: the next round would pass a cap; exhausted: "
+                    "no tasks left")
     reason: str | None = Field(description="the verdict line of a look that stopped the run; null for continue")
 
 
@@ -243,10 +244,10 @@ class DecisionDocument(_Document):
     summary and compare documents."""
 
     status: Literal["decided", "undecided", "running", "ended"] = Field(
-        description="decided: every question decided; undecided: stopped at the budget or with every task run; "
-                    "running: no stop recorded yet; ended: the run ended between looks, undecided (interrupted, "
-                    "or an arm stopped by a configuration error): `line` says which")
-    stop: Literal["continue", "decided", "budget", "exhausted"] | None = Field(
+        description="decided: every question decided; undecided: stopped at the budget, out of reach in this suite "
+                    "or with every task run; running: no stop recorded yet; ended: the run ended between looks, "
+                    "undecided (interrupted, or an arm stopped by a configuration error): `line` says which")
+    stop: Literal["continue", "decided", "futile", "budget", "exhausted"] | None = Field(
         description="the last look's action; null before the first look")
     line: str | None = Field(description="the verdict line of the stop (\"decided after N of M tasks: ...\"), or why "
                                          "a run that ended did not stop on its question; null while running")

@@ -9,7 +9,7 @@ figures are read as `leafcost summary` reads them (compare.summary), its token a
 prices by compare.reprice; priors are priced by compare.pricing. A lease arm's dollars are its GPUs × $/hour over
 the predicted wall time (it holds its lease while every arm's episodes run side by side).
 
-The Monte Carlo (`simulate_sequential`) drives compare.decision's look and budget_stop round by round exactly as
+The Monte Carlo (`simulate_sequential`) drives compare.decision's look and after_look round by round exactly as
 the runner does, over tasks drawn by a `TaskSampler`: here, tasks resampled from the source (paired across arms
 when one run measured both), or drawn from the priors; a caller that knows the true distributions (bench/) passes
 its own sampler."""
@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from compare.arm_table import counted, fmt_usd
 from compare.arms import ArmSpec
 from compare.decide_spec import ArmPrior, DecideConfig
-from compare.decision import ArmTasks, LookResult, budget_stop, look
+from compare.decision import ArmTasks, LookResult, after_look, look
 from compare.spec import RunSpec
 
 Z95 = NormalDist().inv_cdf(0.975)
@@ -74,7 +74,7 @@ class ArmSample:
 
 @dataclass(frozen=True)
 class SimulatedRun:
-    """One simulated sequential run: how it stopped ('decided', 'budget', 'exhausted'), the tasks and episodes
+    """One simulated sequential run: how it stopped (compare.decision.after_look's action), the tasks and episodes
     it ran, its spend per arm, and its last look (each question's verdict and interval)."""
 
     action: str
@@ -96,10 +96,9 @@ def simulate_sequential(config: DecideConfig, sample_tasks: TaskSampler, total_t
                         arm_count: int | None = None) -> list[SimulatedRun]:
     """`runs` sequential runs of a suite of `total_tasks` tasks: each draws its tasks with `sample_tasks(rng,
     total_tasks)` (in run order), then goes in rounds of config.round_size(workers, arm_count, seeds) tasks
-    (arm_count None: the sampler's arms), looking after each round with compare.decision.look and stopping when
-    decided, when compare.decision.budget_stop refuses the next round (its spend predicted at the mean $ per task so
-    far, as the runner predicts it), or when the tasks run out. An arm's spend so far is its drawn spent_usd
-    pro rata to the tasks run."""
+    (arm_count None: the sampler's arms), looking after each round with compare.decision.look and stopping where
+    compare.decision.after_look stops the runner (decided, out of reach, at the budget, no task left). An arm's
+    spend so far is its drawn spent_usd pro rata to the tasks run."""
     if total_tasks < 1 or runs < 1:
         raise ValueError(f"total_tasks ({total_tasks}) and runs ({runs}) must be at least 1")
     results = []
@@ -118,14 +117,8 @@ def _one_run(config: DecideConfig, drawn: dict[str, ArmTasks], total: int, size:
         number += 1
         previous = look(config, data, look_number=number, total_tasks=total, previous=previous)
         spent = {name: arm.spent_usd for name, arm in data.items()}
-        action = None
-        if previous.decided:
-            action = "decided"
-        elif done >= total:
-            action = "exhausted"
-        elif budget_stop(config, spent, {name: usd / done * size for name, usd in spent.items()}) is not None:
-            action = "budget"
-        if action is not None:
+        action, _ = after_look(config, previous, spent=spent, round_tasks=size)  # as the runner stops
+        if action != "continue":
             episodes = sum(int(arm.attempts.sum()) for arm in data.values())
             return SimulatedRun(action, done, episodes, spent, previous)
 
@@ -718,7 +711,9 @@ def _difference_width(a: _Arm, b: _Arm, paired: bool, n: int) -> float | None:
 def _resampling_sampler(arms: Sequence[_Arm], seeds: int) -> TaskSampler:
     """Tasks resampled with replacement from each arm's source; arms one run measured are resampled together on
     their shared tasks (the pairing kept). A source that ran other seeds gives each drawn task k seeds resolving
-    at its measured rate."""
+    at its measured rate. Each simulated run first resamples the source itself (a bootstrap of its tasks), then
+    draws its tasks from that: a pilot of 25 tasks is a sample of the suite, not the suite, and a run simulated from
+    it as if it were would be too sure of the pilot's effect."""
     groups: dict[str | None, list[_Arm]] = {}
     for arm in arms:
         groups.setdefault(arm.sample.run_id, []).append(arm)
@@ -733,7 +728,8 @@ def _resampling_sampler(arms: Sequence[_Arm], seeds: int) -> TaskSampler:
     def sample(rng: np.random.Generator, n: int) -> dict[str, ArmTasks]:
         drawn = {}
         for block in blocks:
-            rows = rng.integers(0, block[0].resolved.size, n)
+            measured = block[0].resolved.size
+            rows = rng.integers(0, measured, measured)[rng.integers(0, measured, n)]  # the source resampled first
             for arm in block:
                 if arm.exact_rows:
                     resolved = arm.sample.resolved[rows].astype(int)
@@ -791,9 +787,10 @@ def _decide_plan(spec: RunSpec, config: DecideConfig, prepared: dict[str, _Arm],
             verdicts.setdefault(question, {})
             verdicts[question][verdict] = verdicts[question].get(verdict, 0) + 1 / len(runs)
     stops = {action: sum(run.action == action for run in runs) / len(runs)
-             for action in ("decided", "budget", "exhausted")}
+             for action in ("decided", "futile", "budget", "exhausted")}
     left_out = [arm.name for arm in spec.arms if arm.name not in prepared]
-    note = ("tasks resampled with replacement from each arm's source (paired across arms one run measured)"
+    note = ("each simulated run resamples each arm's source (a bootstrap of its tasks), then draws its tasks from "
+            "that with replacement (paired across arms one run measured)"
             + (f"; the spend leaves out {', '.join(left_out)} (no estimate)" if left_out else ""))
     return DecidePlan(simulations=len(runs), seed=SIMULATION_SEED,
                       round_tasks=config.round_size(spec.workers, len(spec.arms), spec.seeds),

@@ -351,7 +351,7 @@ CREATE TABLE decision_looks (
     spent_usd JSON NOT NULL,
     budget JSON NOT NULL,
     result JSON NOT NULL,
-    action VARCHAR NOT NULL CHECK (action IN ('continue', 'decided', 'budget', 'exhausted')),
+    action VARCHAR NOT NULL CHECK (action IN ('continue', 'decided', 'futile', 'budget', 'exhausted')),
     reason VARCHAR,
     unspent_episodes BIGINT,
     unspent_usd DOUBLE,
@@ -367,7 +367,8 @@ CREATE TABLE decision_looks (
     "decision_looks.result": "JSON: the look's verdicts (compare.decision.LookResult): per question the verdict, "
                              "estimate, interval and the sentence shown.",
     "decision_looks.action": "continue: another round ran after it; decided: every question decided, the run "
-                             "stopped; budget: the next round would pass a cap, the run stopped undecided; "
+                             "stopped; futile: a question out of reach by the suite's end, the run stopped "
+                             "undecided; budget: the next round would pass a cap, the run stopped undecided; "
                              "exhausted: no tasks left.",
     "decision_looks.reason": "Why the run stopped at this look (the cap passed, or the decision), one line.",
     "decision_looks.unspent_episodes": "Episodes of the spec the stop left unrun (every arm).",

@@ -124,12 +124,27 @@ def test_a_budget_below_one_round_by_the_priors_is_refused_before_anything_runs(
     assert not db.exists()
 
 
+def test_a_question_out_of_reach_stops_at_the_first_look_and_resuming_runs_nothing(suite, tmp_path):
+    db = tmp_path / "ledger.duckdb"
+    equal = {"cheap": (1.0, 4.0), "dear": (1.0, 4.0)}  # the same price: the ratio is 1, never decided with no margin
+    with ScriptedServer(SOLVE_SCRIPT) as server:
+        spec = write_spec(tmp_path / "spec.yaml", suite, server,
+                          {"cheaper": {"arms": ["dear", "cheap"]}, "round_tasks": 6, "min_tasks": 6}, **equal)
+        done = leafcost("run", str(spec), "--db", str(db), "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["decision"].startswith("undecided, out of reach in this suite, after 6 of 30")
+        again = leafcost("run", str(spec), "--db", str(db), "--resume", json.loads(done.stdout)["run_id"])
+    assert again.returncode == 0, again.stderr
+    assert ledger_rows(db, "SELECT count(*) FROM episodes") == [(12,)]
+    assert ledger_rows(db, "SELECT look, action, unspent_episodes FROM decision_looks") == [(1, "futile", 48)]
+
+
 def test_an_undecidable_question_stops_at_the_budget_and_resumes_to_the_end(suite, tmp_path):
     db = tmp_path / "ledger.duckdb"
     equal = {"cheap": (1.0, 4.0), "dear": (1.0, 4.0)}  # the same price: the ratio is 1, never decided with no margin
     budget = 2.5 * 6 * 2 * EPISODE_USD  # two rounds of 6 tasks × 2 arms fit, a third would pass it
     question = {"cheaper": {"arms": ["dear", "cheap"]}, "round_tasks": 6, "min_tasks": 6,
-                "budget": {"total_usd": budget}}
+                "stop_out_of_reach": False, "budget": {"total_usd": budget}}  # run on for the figures
     with ScriptedServer(SOLVE_SCRIPT) as server:
         spec = write_spec(tmp_path / "spec.yaml", suite, server, question, **equal)
         first = leafcost("run", str(spec), "--db", str(db), "--json")

@@ -402,3 +402,70 @@ def test_arms_that_cost_exactly_the_same_with_no_margin_can_never_be_told_apart(
         "; the plan cannot say how many more tasks (no estimate yet, or one on a decision boundary)")
     with_margin = one_look(config(cheaper={"arms": ["a", "b"], "margin": 0.05}), data).questions[0]
     assert with_margin.verdict == "equivalent"
+
+
+# --- futility: stop undecided when the rest of the suite cannot decide -------------------------------------------
+
+def equal_cost(n: int, seed: int = 11) -> dict[str, ArmTasks]:
+    """Two arms whose true costs per resolved attempt are equal: b's cost is a's times a mean-one factor."""
+    rng = np.random.default_rng(seed)
+    resolved = rng.binomial(SEEDS, 0.6, n)
+    cost_a = rng.lognormal(0.0, 1.0, n)
+    return {"a": arm("a", resolved, cost_a), "b": arm("b", resolved, cost_a * rng.lognormal(-0.045, 0.3, n))}
+
+
+def test_arms_that_cost_the_same_late_in_the_suite_are_futile_and_the_run_may_stop_undecided():
+    """Equal costs, no margin, 400 of 500 tasks: even with the truth at the interval's edge the last 100 tasks
+    cannot move the estimate past 0 by the final radius; the same tasks with 4,000 in the suite could."""
+    data = equal_cost(400)
+    decide = config(cheaper={"arms": ["a", "b"]})
+    result = one_look(decide, data)
+    question = result.questions[0]
+    assert question.verdict == "undecided" and question.futile and result.futile and not result.decided
+    assert "futile" not in result.model_dump() and "futile" not in question.model_dump()  # the ledger's schema
+    roomy = look(decide, data, look_number=1, total_tasks=4000, previous=None)
+    assert not roomy.futile and not roomy.questions[0].futile
+
+
+def test_no_futility_before_the_burn_in_at_the_suites_end_or_once_decided():
+    decide = config(cheaper={"arms": ["a", "b"]}, min_tasks=20)
+    early = one_look(decide, paired(15, ratio=1.0, spread=0.0))
+    assert not early.futile  # before min_tasks nothing is judged
+    last = look(decide, equal_cost(60), look_number=1, total_tasks=60, previous=None)
+    assert not last.futile  # no task left: the run ends exhausted, not futile
+    decided = one_look(decide, paired(60, ratio=3.0))
+    assert decided.decided and not decided.futile and not decided.questions[0].futile
+
+
+def test_a_claim_at_the_arms_rate_late_in_the_suite_is_futile_and_a_clear_one_is_not():
+    rng = np.random.default_rng(9)
+    resolved = rng.binomial(SEEDS, rng.beta(0.7, 0.7, 450))
+    data = {"a": arm("a", resolved, np.ones(450))}
+    at_rate = float(resolved.mean() / SEEDS)
+    futile = one_look(config(reaches={"arm": "a", "avg_at_k": at_rate}), data)
+    assert futile.questions[0].verdict == "undecided" and futile.futile
+    early = {"a": arm("a", resolved[:100], np.ones(100))}
+    assert not one_look(config(reaches={"arm": "a", "avg_at_k": at_rate}), early).futile
+
+
+def test_the_verdict_line_of_a_futile_stop_says_it_is_out_of_reach_and_what_was_not_spent():
+    result = one_look(config(cheaper={"arms": ["a", "b"]}), equal_cost(400))
+    assert result.futile
+    line = verdict_line(result, "undecided", 600, 12.5, stop="futile")
+    assert line.startswith("undecided, out of reach in this suite, after 400 of 500 tasks: even at the most "
+                           "favourable value of its interval the remaining tasks could not decide it; which of a")
+    assert line.endswith("; $12.50 of evaluation not spent (600 episodes)")
+
+
+def test_the_claims_bets_are_sized_for_the_suite():
+    """The claim's betting sequence is sized for 60 % of total_tasks: the same scores looked at as part of a
+    shorter suite give a narrower interval at its end than as part of a longer one."""
+    rng = np.random.default_rng(2)
+    resolved = rng.binomial(SEEDS, rng.beta(2, 2, 300))
+    data = {"a": arm("a", resolved, np.ones(300))}
+    decide = config(reaches={"arm": "a", "avg_at_k": 0.9})
+    short = look(decide, data, look_number=1, total_tasks=300, previous=None).questions[0]
+    long = look(decide, data, look_number=1, total_tasks=3000, previous=None).questions[0]
+    assert short.upper - short.lower < long.upper - long.lower
+    state = look(decide, data, look_number=1, total_tasks=300, previous=None)._reaches_state
+    assert state.sequence.horizon == 180
