@@ -132,6 +132,10 @@ class Runner:
             raise RunError("the suite has no runnable tasks")
         by_id = {t.task_id: t for t in tasks}
         rounds = self._decision_rounds()
+        config = self.spec.decide
+        if config is not None and config.cheaper is not None and len(tasks) <= config.min_tasks:
+            raise RunError(f"decide.min_tasks: {config.min_tasks} is not below the suite's {len(tasks)} tasks: the "
+                           "cost question could never be decided; lower it or run more tasks")
         if rounds is not None and self.resuming:
             try:
                 await rounds.check_resume()

@@ -252,3 +252,14 @@ def test_an_arm_a_configuration_error_stops_ends_the_run_undecided_and_says_why(
                           )["decision"]
     assert decision["status"] == "ended" and decision["line"].startswith("undecided: arm dear stopped after a "
                                                                           "configuration error")
+
+
+def test_a_cost_question_the_suite_is_too_small_to_decide_is_refused_before_anything_runs(suite, tmp_path):
+    db = tmp_path / "ledger.duckdb"
+    spec = write_spec(tmp_path / "spec.yaml", suite, ScriptedServer(SOLVE_SCRIPT),
+                      {"cheaper": {"arms": ["dear", "cheap"]}, "min_tasks": TASKS})  # no look could give a verdict
+    refused = leafcost("run", str(spec), "--db", str(db))
+    assert refused.returncode == 2
+    assert refused.stderr == (f"leafcost: decide.min_tasks: {TASKS} is not below the suite's {TASKS} tasks: the cost "
+                              "question could never be decided; lower it or run more tasks\n")
+    assert ledger_rows(db, "SELECT count(*) FROM runs") == [(0,)]
