@@ -58,10 +58,10 @@ own futility stop), and a group-sequential design (O'Brien–Fleming-shaped repe
 looks, `group_sequential`).
 
 The plan check: for each design, `--pilots` pilots of 25 tasks drawn from the same population go through
-compare.planning (its fixed-n width predictions and its Monte Carlo of the sequential run); the predicted mean
-dollars and widths are compared with the simulated runs' (the % error of the median pilot's prediction, and the
-share of pilots within 15 %). Results are reported, never asserted; the output records the date, the machine's
-load average before and after, and the time taken."""
+compare.planning (its fixed-n width predictions and compare.plan_simulation's Monte Carlo of the sequential run);
+the predicted mean dollars and widths are compared with the simulated runs' (the % error of the median pilot's
+prediction, and the share of pilots within 15 %). Results are reported, never asserted; the output records the
+date, the machine's load average before and after, and the time taken."""
 
 from __future__ import annotations
 
@@ -812,9 +812,9 @@ def plan_spec(design: Design, config):
 
 
 def pilot_samples(design: Design, rng: np.random.Generator, tasks: int = PILOT_TASKS) -> dict:
-    """A pilot run of `tasks` tasks from the population, as compare.planning reads a recorded pilot: one run
+    """A pilot run of `tasks` tasks from the population, as compare.plan_sources reads a recorded pilot: one run
     (paired), each arm's resolved attempts, $ per task (a lease's attribution) and wall seconds per task."""
-    from compare.planning import ArmSample
+    from compare.plan_sources import ArmSample
 
     draws = draw(rng, design, 1, tasks)
     full = np.full(tasks, float(SEEDS))

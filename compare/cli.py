@@ -137,7 +137,9 @@ def plan(
 ) -> None:
     """Before a run: per arm and for the comparison, the episodes, wall time, dollars and interval widths the run
     would reach; with decide:, a Monte Carlo of the sequential run; with --target, what reaching it costs."""
-    from compare.planning import PlanError, make_plan, print_plan
+    from compare.plan_printing import print_plan
+    from compare.plan_sources import PlanError
+    from compare.planning import make_plan
     from compare.spec import SpecError, load_run_spec
 
     try:

@@ -3,23 +3,14 @@ at the spec's workers, the dollars, and the widths of the 95 % intervals the ful
 a Monte Carlo of the sequential run (how many tasks, episodes and dollars it uses, how often it decides); with a
 target, the tasks × seeds that reach it and their cost.
 
-Each arm's figures come from one source, named in the output: a pilot run (the arm of the same name, else of the
-same model), the most recent finished run of the same model in the ledger, or the spec's `plan.priors`. A run's
-figures are read as `leafcost summary` reads them (compare.summary), its token arms priced again at this spec's
-prices by compare.reprice; priors are priced by compare.pricing. A lease arm's dollars are its GPUs × $/hour over
-the predicted wall time (it holds its lease while every arm's episodes run side by side).
-
-The Monte Carlo (`simulate_sequential`) drives compare.decision's look and after_look round by round exactly as
-the runner does, over tasks drawn by a `TaskSampler`: here, tasks resampled from the source (paired across arms
-when one run measured both), or drawn from the priors; a caller that knows the true distributions (bench/) passes
-its own sampler."""
+Each arm's figures come from one source, named in the output (compare.plan_sources); the Monte Carlo is
+compare.plan_simulation's, over tasks resampled from the sources. A lease arm's dollars are its GPUs × $/hour over
+the predicted wall time (it holds its lease while every arm's episodes run side by side)."""
 
 from __future__ import annotations
 
 import math
-import zlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -29,106 +20,15 @@ from pydantic import BaseModel
 
 from compare.arm_table import counted, fmt_usd
 from compare.arms import ArmSpec
-from compare.decide_spec import ArmPrior, DecideConfig
-from compare.decision import ArmTasks, LookResult, after_look, look
+from compare.decide_spec import DecideConfig
+from compare.plan_simulation import DEFAULT_SIMULATIONS, SimulatedRun, resampling_sampler, simulate_sequential
+from compare.plan_sources import SIMULATION_SEED, ArmSample, PlanError, PreparedArm, arm_samples, pair_arms
 from compare.spec import RunSpec
 
 Z95 = NormalDist().inv_cdf(0.975)
-DEFAULT_SIMULATIONS = 200
 RUN_SIMULATIONS = 100  # the plan leafcost run records before every run with decide: or plan: (modest: it waits)
-SIMULATION_SEED = 20261205  # one seed: the same spec and sources give the same plan
 DECIDE_PROBABILITY = 0.9  # --target decide: decided with at least this probability
-# Priors state means only; the spread around them is assumed, and stated in the output.
-PRIOR_CONCENTRATION = 2.0  # per-task resolve rates ~ Beta(m·κ, (1 − m)·κ): κ = 2 is a wide spread of difficulty
-PRIOR_COST_CV = 1.0  # per-episode cost ~ lognormal with the prior's mean and this coefficient of variation
-PRIOR_TASKS = 2000  # tasks drawn from the priors to stand in for a measured run
 MAX_TARGET_SEEDS = 100
-
-TaskSampler = Callable[[np.random.Generator, int], dict[str, ArmTasks]]
-"""Draws `n` tasks for every arm (paired by position: task i of each arm is the same task), each arm's arrays
-filled as compare.decision.ArmTasks (resolved, attempts with a verdict and $ per task; spent_usd their $ sum)."""
-
-
-class PlanError(ValueError):
-    """A plan that cannot be made (no such pilot run, a bad --target); one line naming the option."""
-
-
-@dataclass(frozen=True)
-class ArmSample:
-    """One arm's measured (or prior-drawn) figures per task: resolved attempts, attempts with a verdict, final
-    episodes, $ per task at this spec's prices split into the model's part (tokens, or the lease's attribution)
-    and the sandbox's (None: not known), and wall seconds of all its attempts; tokens per episode (means)."""
-
-    source: str
-    run_id: str | None
-    tasks: list[str]
-    resolved: np.ndarray
-    attempts: np.ndarray
-    episodes: np.ndarray
-    model_usd: np.ndarray | None  # None: unpriced
-    sandbox_usd: np.ndarray | None
-    seconds: np.ndarray
-    tokens: dict[str, float] | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class SimulatedRun:
-    """One simulated sequential run: how it stopped (compare.decision.after_look's action), the tasks and episodes
-    it ran, its spend per arm, and its last look (each question's verdict and interval)."""
-
-    action: str
-    tasks: int
-    episodes: int
-    spent_usd: dict[str, float]
-    final: LookResult
-
-    @property
-    def usd(self) -> float:
-        return float(sum(self.spent_usd.values()))
-
-    def verdicts(self) -> dict[str, str]:
-        return {question.question: question.verdict for question in self.final.questions}
-
-
-def simulate_sequential(config: DecideConfig, sample_tasks: TaskSampler, total_tasks: int, seeds: int,
-                        rng: np.random.Generator, runs: int = DEFAULT_SIMULATIONS, *, workers: int,
-                        arm_count: int | None = None) -> list[SimulatedRun]:
-    """`runs` sequential runs of a suite of `total_tasks` tasks: each draws its tasks with `sample_tasks(rng,
-    total_tasks)` (in run order), then goes in rounds of config.round_size(workers, arm_count, seeds) tasks
-    (arm_count None: the sampler's arms), looking after each round with compare.decision.look and stopping where
-    compare.decision.after_look stops the runner (decided, out of reach, at the budget, no task left). An arm's
-    spend so far is its drawn spent_usd pro rata to the tasks run."""
-    if total_tasks < 1 or runs < 1:
-        raise ValueError(f"total_tasks ({total_tasks}) and runs ({runs}) must be at least 1")
-    results = []
-    for _ in range(runs):
-        drawn = sample_tasks(rng, total_tasks)
-        size = config.round_size(workers, arm_count or len(drawn), seeds)
-        results.append(_one_run(config, drawn, total_tasks, size))
-    return results
-
-
-def _one_run(config: DecideConfig, drawn: dict[str, ArmTasks], total: int, size: int) -> SimulatedRun:
-    done, number, previous = 0, 0, None
-    while True:
-        done = min(done + size, total)
-        data = {name: _first(arm, done) for name, arm in drawn.items()}
-        number += 1
-        previous = look(config, data, look_number=number, total_tasks=total, previous=previous)
-        spent = {name: arm.spent_usd for name, arm in data.items()}
-        action, _ = after_look(config, previous, spent=spent, round_tasks=size)  # as the runner stops
-        if action != "continue":
-            episodes = sum(int(arm.attempts.sum()) for arm in data.values())
-            return SimulatedRun(action, done, episodes, spent, previous)
-
-
-def _first(arm: ArmTasks, n: int) -> ArmTasks:
-    total = float(arm.cost_usd.sum())
-    part = float(arm.cost_usd[:n].sum())
-    spent = arm.spent_usd * part / total if total > 0 else 0.0
-    return ArmTasks(arm=arm.arm, resolved=arm.resolved[:n], attempts=arm.attempts[:n], cost_usd=arm.cost_usd[:n],
-                    spent_usd=spent)
 
 
 # ------------------------------------------------------------------------------------------------- the document
@@ -303,201 +203,7 @@ def suite_tasks(spec: RunSpec) -> tuple[int | None, str | None]:
                                 ": set limit: N in the spec to plan for N tasks")
 
 
-def arm_samples(spec: RunSpec, db: Path | None, pilot: str | None) -> dict[str, ArmSample]:
-    """Each arm's source, in order: the pilot run, the ledger's most recent finished run of the same model, the
-    spec's plan.priors. An arm with none is left out (its row says how to give one)."""
-    from compare.ledger import LedgerError, connect_read_only, default_db_path
-
-    path = Path(db or default_db_path())
-    samples: dict[str, ArmSample] = {}
-    conn = None  # no ledger yet: priors only
-    if path.exists():
-        try:
-            conn = connect_read_only(path)
-        except LedgerError as exc:
-            raise PlanError(f"--db: {exc}") from None
-    elif pilot is not None:
-        raise PlanError(f"--pilot {pilot}: no ledger at {path}: pass --db, the ledger the pilot run wrote")
-    try:
-        if pilot is not None:
-            _check_pilot(conn, pilot)
-        for arm in spec.arms:
-            found = _source(conn, spec, arm, pilot)
-            if found is not None:
-                samples[arm.name] = found
-    finally:
-        if conn is not None:
-            conn.close()
-    return samples
-
-
-def _source(conn, spec: RunSpec, arm: ArmSpec, pilot: str | None) -> ArmSample | None:
-    """The first of: the pilot run's arm, the ledger's latest finished run of the model, the arm's prior."""
-    found = None
-    if conn is not None:
-        found = (_pilot_sample(conn, spec, arm, pilot) if pilot else None) or _ledger_sample(conn, spec, arm, pilot)
-    if found is None and spec.plan is not None and arm.name in spec.plan.priors:
-        found = prior_sample(spec, arm, spec.plan.priors[arm.name])
-    return found
-
-
-def _check_pilot(conn, pilot: str) -> None:
-    from compare.summary import SummaryError, load_run
-
-    try:
-        load_run(conn, pilot)
-    except SummaryError as exc:  # names the ledger's recent runs
-        raise PlanError(f"--pilot {pilot}: {exc}") from None
-
-
-def _pilot_sample(conn, spec: RunSpec, arm: ArmSpec, pilot: str) -> ArmSample | None:
-    from compare.ledger import fetch_rows
-
-    rows = fetch_rows(conn, "SELECT arm, adapter, model FROM arms WHERE run_id = ? ORDER BY arm", [pilot])
-    same_name = [r for r in rows if r["arm"] == arm.name and r["adapter"] == arm.adapter]
-    same_model = [r for r in rows if r["model"] == arm.model and r["adapter"] == arm.adapter]
-    chosen = (same_name or same_model or [None])[0]
-    if chosen is None:
-        return None
-    label = f"pilot run {pilot}" + ("" if chosen["arm"] == arm.name else f" (its arm {chosen['arm']}, same model)")
-    return run_sample(conn, spec, arm, pilot, chosen["arm"], label)
-
-
-def _ledger_sample(conn, spec: RunSpec, arm: ArmSpec, pilot: str | None) -> ArmSample | None:
-    from compare.ledger import fetch_rows
-
-    if arm.billing == "none" or not arm.model:
-        return None
-    rows = fetch_rows(conn, "SELECT r.run_id, a.arm FROM runs AS r JOIN arms AS a USING (run_id) WHERE "
-                            "r.status = 'finished' AND a.model = ? AND a.adapter = ? AND r.run_id <> ? "
-                            "ORDER BY r.created_at DESC LIMIT 1", [arm.model, arm.adapter, pilot or ""])
-    if not rows:
-        return None
-    run_id, name = rows[0]["run_id"], rows[0]["arm"]
-    return run_sample(conn, spec, arm, run_id, name, f"ledger: run {run_id} of model {arm.model}")
-
-
-def run_sample(conn, spec: RunSpec, arm: ArmSpec, run_id: str, run_arm: str, source: str) -> ArmSample | None:
-    """The arm `run_arm` of a recorded run as this spec's `arm` would pay for it: the summary's per-task tables,
-    its token calls priced again at `arm`'s prices, the sandbox at this spec's price; seconds from `episodes`."""
-    from compare.ledger import fetch_rows
-    from compare.summary import arm_summary_with_tables, load_arms, load_run
-
-    run = load_run(conn, run_id)
-    run_spec = run.spec()
-    facts = load_arms(conn, run, run_spec, [run_arm])[0]
-    overrides, notes = _repricing(conn, run_id, run_spec, arm, run_arm)
-    if facts.episodes["final"].astype(bool).sum() == 0:
-        return None
-    priced = overrides is not False
-    overrides = overrides or None
-    price = spec.costs.sandbox_usd_per_vcpu_hour
-    summary, tables = arm_summary_with_tables(facts, price, resamples=1, seed=0, overrides=overrides)
-    _, bare = arm_summary_with_tables(facts, 0.0, resamples=1, seed=0, overrides=overrides)
-    index = {task: i for i, task in enumerate(tables.tasks)}
-    e = facts.episodes
-    finals = e["final"].astype(bool)
-    of_task = np.array([index.get(str(t), -1) for t in e["task_id"]])
-    episodes = np.bincount(of_task[finals & (of_task >= 0)], minlength=len(index))
-    seconds = np.zeros(len(index))
-    for row in fetch_rows(conn, "SELECT task_id, sum(coalesce(elapsed_sec, 0)) AS seconds FROM episodes WHERE "
-                                "run_id = ? AND arm = ? GROUP BY task_id", [run_id, run_arm]):
-        if row["task_id"] in index:
-            seconds[index[row["task_id"]]] = float(row["seconds"])
-    finished = max(int(finals.sum()), 1)
-    tokens = {name: float(e[f"{name}_tokens"].sum()) / finished for name in ("prompt", "cached", "completion")}
-    priced = priced and summary["cost_usd"]["total"] is not None
-    sandbox = tables.cost - bare.cost if summary["cost_usd"]["sandbox"] is not None else None
-    if summary["cost_usd"]["sandbox"] is None:
-        notes.append("sandbox CPU was not measured in the source: the sandbox cost is not included")
-    return ArmSample(source=source, run_id=run_id, tasks=list(tables.tasks), resolved=tables.c.astype(float),
-                     attempts=tables.n.astype(float), episodes=episodes.astype(float),
-                     model_usd=bare.cost if priced else None, sandbox_usd=sandbox, seconds=seconds,
-                     tokens=tokens if arm.calls_a_model else None, notes=notes)
-
-
-def _repricing(conn, run_id: str, run_spec: RunSpec, arm: ArmSpec, run_arm: str) -> tuple[Any, list[str]]:
-    """The run's arm priced at this spec's arm's prices (token arms): compare.reprice's overrides, or None (no
-    repricing: a lease or no cost), or False when this arm has no price to reprice with."""
-    from compare.pricing import litellm_prices
-    from compare.reprice import ArmPrices, PriceSheet, overrides_for
-
-    if arm.billing != "tokens":
-        return None, []
-    from compare.summary import SummaryError
-
-    prices = getattr(arm, "prices", None) or litellm_prices(arm.model)
-    if prices is None:
-        return False, [f"model {arm.model!r} has no price: give the arm prices for a dollar estimate"]
-    try:
-        return overrides_for(conn, run_id, run_spec, PriceSheet(arms={run_arm: ArmPrices(prices=prices)}), "plan"), []
-    except SummaryError as exc:
-        return False, [f"the source's calls cannot be priced at this arm's prices: {exc}"]
-
-
-def prior_sample(spec: RunSpec, arm: ArmSpec, prior: ArmPrior) -> ArmSample:
-    """PRIOR_TASKS tasks drawn from the prior (fixed seed): per-task resolve rates Beta(m·κ, (1 − m)·κ), each seed
-    resolving with its task's rate; per-episode $ lognormal with the prior's tokens × the arm's prices as its mean
-    and coefficient of variation PRIOR_COST_CV (a lease arm's $ come from the wall time instead)."""
-    from compare.arm_table import fmt_usd
-    from compare.pricing import explicit_cost_arrays, litellm_prices
-
-    rng = np.random.default_rng([SIMULATION_SEED, zlib.crc32(arm.name.encode())])  # each arm its own, every time
-    k, m = spec.seeds, prior.resolve_rate
-    rates = np.full(PRIOR_TASKS, m) if m in (0.0, 1.0) else rng.beta(m * PRIOR_CONCENTRATION,
-                                                                       (1 - m) * PRIOR_CONCENTRATION, PRIOR_TASKS)
-    resolved = rng.binomial(k, rates).astype(float)
-    notes = [f"priors: per-task resolve rates Beta with mean {m:g} and concentration {PRIOR_CONCENTRATION:g}"]
-    model_usd: np.ndarray | None = np.zeros(PRIOR_TASKS)
-    if arm.billing == "tokens":
-        prices = getattr(arm, "prices", None) or litellm_prices(arm.model)
-        if prices is None:
-            model_usd = None
-            notes.append(f"model {arm.model!r} has no price: give the arm prices for a dollar estimate")
-        else:
-            # An episode's tokens are the sum of many calls: the long-context tier applies per call, not to a sum.
-            base = prices.model_copy(update={"above_200k": None})
-            mean = float(explicit_cost_arrays(base, prompt=prior.prompt_tokens, cached=prior.cached_tokens,
-                                              cache_write=0, completion=prior.completion_tokens, reasoning=0)[0])
-            model_usd = _lognormal(rng, mean, PRIOR_COST_CV, (PRIOR_TASKS, k)).sum(axis=1)
-            model_usd *= mean * k / model_usd.mean()  # the draws' mean is the prior's exactly: tokens × prices
-            notes.append(f"priors: per-episode cost lognormal with mean {fmt_usd(mean)} and CV {PRIOR_COST_CV:g}")
-    seconds = np.full(PRIOR_TASKS, prior.episode_seconds * k)  # only its mean counts: the wall time
-    tokens = {"prompt": float(prior.prompt_tokens), "cached": float(prior.cached_tokens),
-              "completion": float(prior.completion_tokens)}
-    per_task = np.full(PRIOR_TASKS, float(k))
-    return ArmSample(source=f"plan.priors.{arm.name}", run_id=None, tasks=[f"prior-{i}" for i in range(PRIOR_TASKS)],
-                     resolved=resolved, attempts=per_task, episodes=per_task,
-                     model_usd=model_usd, sandbox_usd=None, seconds=seconds, tokens=tokens, notes=notes)
-
-
-def _lognormal(rng: np.random.Generator, mean: float, cv: float, shape) -> np.ndarray:
-    if mean <= 0:
-        return np.zeros(shape)
-    sigma2 = math.log1p(cv * cv)
-    return rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), shape)
-
-
 # ------------------------------------------------------------------------------------------------ predictions
-
-@dataclass
-class _Arm:
-    """An arm's sample at the spec's seeds: per-task scores, expected resolved attempts and $ (the lease's part
-    scaled to the predicted lease), and the Avg@k score's variance parts (between tasks + Bernoulli / k)."""
-
-    name: str
-    sample: ArmSample
-    scores: np.ndarray
-    resolved: np.ndarray
-    cost: np.ndarray | None
-    between: float | None
-    bernoulli: float
-    seconds_per_episode: float
-    exact_rows: bool  # the source ran the spec's seeds: its rows can be resampled as they are
-
-    def variance(self, seeds: int) -> float | None:
-        return None if self.between is None else self.between + self.bernoulli / seeds
-
 
 def plan_from_samples(spec: RunSpec, samples: dict[str, ArmSample], tasks: int | None, tasks_note: str | None,
                       target: tuple[str, float | None] | None = None,
@@ -549,7 +255,7 @@ def _seconds_per_episode(sample: ArmSample) -> float:
 
 
 def _arm_plan(spec: RunSpec, arm: ArmSpec, sample: ArmSample, tasks: int, wall: float,
-              seconds: float) -> tuple[ArmPlan, _Arm]:
+              seconds: float) -> tuple[ArmPlan, PreparedArm]:
     k = spec.seeds
     episodes = tasks * k
     notes = list(sample.notes)
@@ -589,7 +295,7 @@ def _per_episode(values: np.ndarray | None, episodes: np.ndarray) -> float | Non
     return float(values.sum() / max(episodes.sum(), 1.0))
 
 
-def _prepare(name: str, sample: ArmSample, k: int, lease_per_task: float | None, seconds: float) -> _Arm:
+def _prepare(name: str, sample: ArmSample, k: int, lease_per_task: float | None, seconds: float) -> PreparedArm:
     """The sample at k seeds: per task, the resolved attempts expected (rate × k) and $ (per-episode $ × k; a
     lease's attribution scaled so its mean is the predicted lease $ per task)."""
     graded = sample.attempts > 0
@@ -608,7 +314,7 @@ def _prepare(name: str, sample: ArmSample, k: int, lease_per_task: float | None,
         cost = cost + sample.sandbox_usd / episodes * k
     between, bernoulli = _score_parts(scores, sample.attempts[graded])
     exact = bool(np.all(sample.attempts == k) and np.all(sample.episodes == k))
-    return _Arm(name, sample, scores, rates * k, cost, between, bernoulli, seconds, exact)
+    return PreparedArm(name, sample, scores, rates * k, cost, between, bernoulli, seconds, exact)
 
 
 def _score_parts(scores: np.ndarray, attempts: np.ndarray) -> tuple[float | None, float]:
@@ -643,31 +349,7 @@ def _ratio_width(cost: np.ndarray | None, resolved: np.ndarray, n: int) -> float
     return 2 * Z95 * theta * math.sqrt(float(np.var(psi, ddof=1)) / n)
 
 
-def _pair(prepared: dict[str, _Arm], names: Sequence[str]) -> tuple[list[_Arm], bool]:
-    """The arms aligned on the tasks one run measured for both (paired), else as they are (independent)."""
-    arms = [prepared[name] for name in names]
-    run_ids = {arm.sample.run_id for arm in arms}
-    if len(run_ids) != 1 or None in run_ids:
-        return arms, False
-    shared = sorted(set.intersection(*(set(arm.sample.tasks) for arm in arms)))
-    if len(shared) < 2:
-        return arms, False
-    return [_restrict(arm, shared) for arm in arms], True
-
-
-def _restrict(arm: _Arm, tasks: list[str]) -> _Arm:
-    index = {task: i for i, task in enumerate(arm.sample.tasks)}
-    rows = np.array([index[task] for task in tasks])
-    s = arm.sample
-    sample = ArmSample(s.source, s.run_id, tasks, s.resolved[rows], s.attempts[rows], s.episodes[rows],
-                       None if s.model_usd is None else s.model_usd[rows],
-                       None if s.sandbox_usd is None else s.sandbox_usd[rows], s.seconds[rows], s.tokens, s.notes)
-    rates = np.where(sample.attempts > 0, sample.resolved / np.maximum(sample.attempts, 1), 0.0)
-    return _Arm(arm.name, sample, rates, arm.resolved[rows], None if arm.cost is None else arm.cost[rows],
-                arm.between, arm.bernoulli, arm.seconds_per_episode, arm.exact_rows)
-
-
-def _comparison_arms(spec: RunSpec, prepared: dict[str, _Arm]) -> list[str] | None:
+def _comparison_arms(spec: RunSpec, prepared: dict[str, PreparedArm]) -> list[str] | None:
     if spec.decide is not None and spec.decide.cheaper is not None:
         names = list(spec.decide.cheaper.arms)
     else:
@@ -675,12 +357,12 @@ def _comparison_arms(spec: RunSpec, prepared: dict[str, _Arm]) -> list[str] | No
     return names if len(names) == 2 and all(name in prepared for name in names) else None
 
 
-def _comparison(spec: RunSpec, prepared: dict[str, _Arm], tasks: int) -> ComparisonPlan | None:
+def _comparison(spec: RunSpec, prepared: dict[str, PreparedArm], tasks: int) -> ComparisonPlan | None:
     """The widths of the paired differences a − b: Avg@k and cost per resolved attempt."""
     names = _comparison_arms(spec, prepared)
     if names is None:
         return None
-    (a, b), paired = _pair(prepared, names)
+    (a, b), paired = pair_arms(prepared, names)
     k = spec.seeds
     if paired:
         rate_variance = float(np.var(a.scores - b.scores, ddof=1))
@@ -692,7 +374,7 @@ def _comparison(spec: RunSpec, prepared: dict[str, _Arm], tasks: int) -> Compari
                                   "cost_per_resolved_difference": _difference_width(a, b, paired, tasks)})
 
 
-def _difference_width(a: _Arm, b: _Arm, paired: bool, n: int) -> float | None:
+def _difference_width(a: PreparedArm, b: PreparedArm, paired: bool, n: int) -> float | None:
     """θa − θb's width: influence θa·ψa − θb·ψb (paired), or the two arms' variances added (independent)."""
     fa = None if a.cost is None else _influence(a.cost, a.resolved)
     fb = None if b.cost is None else _influence(b.cost, b.resolved)
@@ -708,41 +390,6 @@ def _difference_width(a: _Arm, b: _Arm, paired: bool, n: int) -> float | None:
 
 # ----------------------------------------------------------------------------------------- the decide Monte Carlo
 
-def _resampling_sampler(arms: Sequence[_Arm], seeds: int) -> TaskSampler:
-    """Tasks resampled with replacement from each arm's source; arms one run measured are resampled together on
-    their shared tasks (the pairing kept). A source that ran other seeds gives each drawn task k seeds resolving
-    at its measured rate. Each simulated run first resamples the source itself (a bootstrap of its tasks), then
-    draws its tasks from that: a pilot of 25 tasks is a sample of the suite, not the suite, and a run simulated from
-    it as if it were would be too sure of the pilot's effect."""
-    groups: dict[str | None, list[_Arm]] = {}
-    for arm in arms:
-        groups.setdefault(arm.sample.run_id, []).append(arm)
-    blocks: list[list[_Arm]] = []
-    for run_id, members in groups.items():
-        if run_id is not None and len(members) > 1:
-            paired, ok = _pair({arm.name: arm for arm in members}, [arm.name for arm in members])
-            blocks.extend([paired] if ok else [[arm] for arm in members])
-        else:
-            blocks.extend([arm] for arm in members)
-
-    def sample(rng: np.random.Generator, n: int) -> dict[str, ArmTasks]:
-        drawn = {}
-        for block in blocks:
-            measured = block[0].resolved.size
-            rows = rng.integers(0, measured, measured)[rng.integers(0, measured, n)]  # the source resampled first
-            for arm in block:
-                if arm.exact_rows:
-                    resolved = arm.sample.resolved[rows].astype(int)
-                else:
-                    resolved = rng.binomial(seeds, np.clip(arm.resolved[rows] / seeds, 0, 1))
-                cost = np.zeros(n) if arm.cost is None else arm.cost[rows]
-                drawn[arm.name] = ArmTasks(arm=arm.name, resolved=np.asarray(resolved, dtype=int),
-                                           attempts=np.full(n, seeds), cost_usd=cost, spent_usd=float(cost.sum()))
-        return {arm.name: drawn[arm.name] for arm in arms}
-
-    return sample
-
-
 def _question_arms(config: DecideConfig) -> tuple[list[str], list[str]]:
     """The arms a question needs a source for, and those whose dollars it needs."""
     costs = list(config.cheaper.arms) if config.cheaper is not None else []
@@ -750,7 +397,7 @@ def _question_arms(config: DecideConfig) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(costs + rates)), costs
 
 
-def _simulate(spec: RunSpec, config: DecideConfig, prepared: dict[str, _Arm], tasks: int, simulations: int,
+def _simulate(spec: RunSpec, config: DecideConfig, prepared: dict[str, PreparedArm], tasks: int, simulations: int,
               simulated: dict[str, tuple[list[SimulatedRun] | None, str | None]]
               ) -> tuple[list[SimulatedRun] | None, str | None]:
     key = config.model_dump_json()
@@ -759,7 +406,7 @@ def _simulate(spec: RunSpec, config: DecideConfig, prepared: dict[str, _Arm], ta
     return simulated[key]
 
 
-def _simulate_once(spec: RunSpec, config: DecideConfig, prepared: dict[str, _Arm], tasks: int,
+def _simulate_once(spec: RunSpec, config: DecideConfig, prepared: dict[str, PreparedArm], tasks: int,
                    simulations: int) -> tuple[list[SimulatedRun] | None, str | None]:
     needed, costed = _question_arms(config)
     missing = [name for name in needed if name not in prepared]
@@ -769,14 +416,14 @@ def _simulate_once(spec: RunSpec, config: DecideConfig, prepared: dict[str, _Arm
     unpriced = [name for name in costed if prepared[name].cost is None]
     if unpriced:
         return None, f"decide: no dollars for {', '.join(unpriced)}: the cost question cannot be simulated"
-    sampler = _resampling_sampler([prepared[arm.name] for arm in spec.arms if arm.name in prepared], spec.seeds)
+    sampler = resampling_sampler([prepared[arm.name] for arm in spec.arms if arm.name in prepared], spec.seeds)
     rng = np.random.default_rng(SIMULATION_SEED)
     runs = simulate_sequential(config, sampler, tasks, spec.seeds, rng, simulations, workers=spec.workers,
                                arm_count=len(spec.arms))
     return runs, None
 
 
-def _decide_plan(spec: RunSpec, config: DecideConfig, prepared: dict[str, _Arm], tasks: int, simulations: int,
+def _decide_plan(spec: RunSpec, config: DecideConfig, prepared: dict[str, PreparedArm], tasks: int, simulations: int,
                  simulated: dict) -> tuple[DecidePlan | None, str | None]:
     runs, why = _simulate(spec, config, prepared, tasks, simulations, simulated)
     if runs is None:
@@ -808,7 +455,7 @@ def _distribution(values: Sequence[float]) -> Distribution:
 
 # ------------------------------------------------------------------------------------------------- --target
 
-def _target(spec: RunSpec, target: tuple[str, float | None], prepared: dict[str, _Arm], rows: list[ArmPlan],
+def _target(spec: RunSpec, target: tuple[str, float | None], prepared: dict[str, PreparedArm], rows: list[ArmPlan],
             tasks: int, simulations: int, simulated: dict) -> TargetPlan:
     kind, width = target
     if kind == "avg-width":
@@ -818,7 +465,7 @@ def _target(spec: RunSpec, target: tuple[str, float | None], prepared: dict[str,
     return _decide_target(spec, prepared, rows, tasks, simulations, simulated)
 
 
-def _avg_width_target(arm: _Arm | None, row: ArmPlan, width: float, suite: int, seeds: int) -> dict[str, Any]:
+def _avg_width_target(arm: PreparedArm | None, row: ArmPlan, width: float, suite: int, seeds: int) -> dict[str, Any]:
     """The fewest tasks at the spec's seeds whose Avg@k interval is at most `width` wide; when the suite is too
     small, the fewest seeds with every task; and what those episodes cost."""
     if arm is None or arm.between is None:
@@ -845,7 +492,7 @@ def _usd(row: ArmPlan, episodes: int) -> float | None:
     return None if row.usd_per_episode is None else row.usd_per_episode * episodes
 
 
-def _decide_target(spec: RunSpec, prepared: dict[str, _Arm], rows: list[ArmPlan], tasks: int, simulations: int,
+def _decide_target(spec: RunSpec, prepared: dict[str, PreparedArm], rows: list[ArmPlan], tasks: int, simulations: int,
                    simulated: dict) -> TargetPlan:
     """The tasks by which the question is decided in DECIDE_PROBABILITY of the simulated runs (no budget cap:
     the target says what deciding costs), with every arm's episodes and dollars for that many tasks."""
@@ -868,96 +515,3 @@ def _decide_target(spec: RunSpec, prepared: dict[str, _Arm], rows: list[ArmPlan]
     usd = None if None in per_episode else float(sum(per_episode)) * n * spec.seeds
     return TargetPlan(target="decide", tasks=n, probability=float(np.mean(decided_at <= n)), episodes=episodes,
                       usd=usd, note=None if usd is not None else "some arm has no dollar estimate")
-
-
-# ------------------------------------------------------------------------------------------------- the table
-
-def print_plan(document: PlanDocument) -> None:
-    """The plan as `leafcost plan` prints it: one row per arm, then the comparison, the Monte Carlo and the
-    target, each as lines (the JSON document has every figure)."""
-    from rich.table import Table
-
-    from compare.arm_table import counted, fmt_usd
-    from compare.display import shown, terminal
-
-    console = terminal()
-    table = Table(title=f"leafcost plan {shown(document.spec)}: {counted(document.tasks or 0, 'task')} × "
-                        f"{counted(document.seeds, 'seed')}")
-    for column in ("arm", "source", "episodes", "resolve", "$", "Avg@k ±", "$/resolved ±"):
-        table.add_column(column, overflow="fold")
-    for arm in document.arms:
-        table.add_row(shown(arm.arm), shown(arm.source or "no estimate"), f"{arm.episodes:,}",
-                      _share(arm.resolve_rate), fmt_usd(arm.usd.get("total")),
-                      _half(arm.widths.get("avg_at_k")), _half_usd(arm.widths.get("cost_per_resolved_attempt")))
-    console.print(table)
-    if document.tasks_note:
-        console.print(shown(document.tasks_note))
-    hours = (document.wall_seconds or 0) / 3600
-    console.print(f"{counted(document.episodes or 0, 'episode')}, {hours:.1f} h at {document.workers} workers, "
-                  f"{fmt_usd(document.usd)} in all" + (f" but {', '.join(document.usd_leaves_out)}"
-                                                        if document.usd_leaves_out else ""))
-    for line in _lines(document):
-        console.print(shown(line))
-
-
-def _lines(document: PlanDocument) -> list[str]:
-    from compare.arm_table import fmt_usd, figure_label
-
-    lines = []
-    for arm in document.arms:
-        lines.extend(f"{arm.arm}: {note}" for note in ([arm.no_estimate] if arm.no_estimate else arm.notes))
-    if document.comparison is not None:
-        c = document.comparison
-        widths = c.widths
-        lines.append(f"{c.arms[0]} − {c.arms[1]} ({'paired' if c.paired else 'independent'}): "
-                     f"{figure_label('avg_at_k')} ±{_half(widths['avg_at_k_difference'])}, cost per resolved "
-                     f"attempt ±{_half_usd(widths['cost_per_resolved_difference'])}")
-    if document.decide is not None:
-        d = document.decide
-        lines.append(f"decide ({d.simulations} simulated runs, rounds of {d.round_tasks} tasks): decided before the "
-                     f"budget in {d.decided_probability:.0%}; tasks {d.tasks.p10:.0f}/{d.tasks.p50:.0f}/"
-                     f"{d.tasks.p90:.0f} (p10/p50/p90), {fmt_usd(d.usd.p10)}/{fmt_usd(d.usd.p50)}/"
-                     f"{fmt_usd(d.usd.p90)}")
-        for question, shares in d.verdicts.items():
-            lines.append(f"  {question}: " + ", ".join(f"{verdict} {_percent(share)}" for verdict, share in
-                                                       sorted(shares.items(), key=lambda item: -item[1])))
-    if document.target is not None:
-        lines.extend(_target_lines(document.target))
-    return lines
-
-
-def _target_lines(target: TargetPlan) -> list[str]:
-    from compare.arm_table import fmt_usd
-
-    if target.target == "decide":
-        if target.tasks is None:
-            return [f"--target decide: {target.note}"]
-        return [f"--target decide: {target.tasks} tasks decide it in {target.probability:.0%} of simulated runs: "
-                f"{target.episodes:,} episodes, {fmt_usd(target.usd)}"]
-    lines = []
-    for arm, row in target.arms.items():
-        if row["tasks"] is None:
-            lines.append(f"--target {target.target}: {arm}: {row['note']}")
-            continue
-        verdict = "" if row["reachable"] else " (not reachable)"
-        lines.append(f"--target {target.target}: {arm}: {row['tasks']} tasks × {row['seeds']} seeds{verdict}, "
-                     f"{fmt_usd(row['usd'])}" + (f": {row['note']}" if row["note"] else ""))
-    return lines
-
-
-def _percent(share: float) -> str:
-    return "<1%" if 0 < share < 0.01 else f"{share:.0%}"
-
-
-def _share(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
-
-
-def _half(width: float | None) -> str:
-    return "n/a" if width is None else f"{width / 2:.3f}"
-
-
-def _half_usd(width: float | None) -> str:
-    from compare.arm_table import fmt_usd
-
-    return fmt_usd(None if width is None else width / 2)

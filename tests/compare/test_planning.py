@@ -1,6 +1,6 @@
 """`leafcost plan` through the console script, on a pilot run written with the ledger's own writer (no episode
 runs): its dollars, episodes and wall time against hand computation, the sources it names, the decide Monte Carlo,
---target, and its one-line refusals; and compare.planning.simulate_sequential with known true distributions."""
+--target, and its one-line refusals; and compare.plan_simulation.simulate_sequential with known true distributions."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from adapters.base import CallAttempt, Lease, Usage
 from compare.decide_spec import CheaperQuestion, DecideConfig
 from compare.decision import ArmTasks
 from compare.ledger import Ledger
-from compare.planning import SimulatedRun, simulate_sequential
+from compare.plan_simulation import SimulatedRun, simulate_sequential
 from compare.spec import parse_run_spec
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")

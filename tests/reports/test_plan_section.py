@@ -16,7 +16,8 @@ from support.decision_ledger import TASKS, DecisionRuns, arm, make_decision_runs
 from test_web_page import MEASURE, devtools_page
 
 from compare.ledger import Ledger
-from compare.planning import plan_from_samples, prior_sample
+from compare.plan_sources import prior_sample
+from compare.planning import plan_from_samples
 from compare.spec import parse_run_spec
 
 LONG_ARMS = ["gpt-5-mini-through-the-litellm-router-eu-west", "frognano-4b-on-sglang-h200-tp1-spot-instance",
