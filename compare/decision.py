@@ -164,9 +164,14 @@ def after_look(config: DecideConfig, result: LookResult, *, spent: dict[str, flo
         return "exhausted", None
     if result.futile and config.stop_out_of_reach:
         return "futile", None
-    next_round = {arm: usd / max(result.tasks, 1) * min(round_tasks, left) for arm, usd in spent.items()}
-    reason = budget_stop(config, spent, next_round)
+    reason = budget_stop(config, spent, next_round_spend(spent, result.tasks, result.total_tasks, round_tasks))
     return ("budget", reason) if reason is not None else ("continue", None)
+
+
+def next_round_spend(spent: dict[str, float], done: int, total: int, round_tasks: int) -> dict[str, float]:
+    """What the next round should cost each arm: its mean $ per task so far × the round's tasks."""
+    tasks = min(round_tasks, total - done)
+    return {arm: usd / max(done, 1) * tasks for arm, usd in spent.items()}
 
 
 def budget_stop(config: DecideConfig, spent: dict[str, float], next_round: dict[str, float]) -> str | None:

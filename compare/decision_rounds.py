@@ -1,9 +1,10 @@
 """A run with a decision question (the spec's `decide:`) runs its tasks in rounds and stops when the question is
 decided: the tasks in the run's order (shuffled by its seed), a round of tasks at a time for every arm and seed
 (paired: every arm runs the same task keys), and after each round a look — the confidence sequences of
-compare.decision over the finished rounds — that stops the run when every question is decided, before a round that
-would pass a budget cap, or when the tasks run out. Every look is a ledger row (decision_looks); a stopped run's
-figures are those of its finished rounds and never change afterwards."""
+compare.decision over the finished rounds — that stops the run by compare.decision.after_look: every question
+decided, a question out of reach by the suite's end, a round that would pass a budget cap, or no task left. Every
+look is a ledger row (decision_looks); a stopped run's figures are those of its finished rounds and never change
+afterwards."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from compare.decide_spec import DecideConfig
-from compare.decision import ArmTasks, LookResult, after_look, budget_stop, look, verdict_line
+from compare.decision import ArmTasks, LookResult, after_look, budget_stop, look, next_round_spend, verdict_line
 from compare.decision_data import arm_tasks
 from compare.ledger import Ledger
 
@@ -27,7 +28,8 @@ class DecisionRefused(ValueError):
 
 @dataclass
 class Stop:
-    """How the rounds ended: the last look's action and its line (None when the run was stopped from outside)."""
+    """How the rounds ended: the last look's action and its line; action None when the run ended between looks
+    (an arm stopped by a configuration error: the line says so; or no round left to run)."""
 
     action: str | None
     line: str | None
@@ -35,9 +37,10 @@ class Stop:
 
 class DecisionRounds:
     def __init__(self, config: DecideConfig, ledger: Ledger, run_id: str, arms: list[str], *, seeds: int,
-                 workers: int):
+                 workers: int, stopped: Mapping[str, str]):
         self.config, self.ledger, self.run_id, self.arms, self.seeds = config, ledger, run_id, arms, seeds
         self.size = config.round_size(workers, len(arms), seeds)
+        self.stopped = stopped  # the runner's stopped arms and why: a live view of its dict
 
     async def check_resume(self) -> None:
         """A resumed run keeps the question it started with (its budget may change): else refused, by field."""
@@ -71,7 +74,7 @@ class DecisionRounds:
         if looks and looks[-1]["action"] == "budget":  # resumed at the budget: go on only if the budget now allows
             data = await self._data(task_ids[:done])
             spent = self._spent(data)
-            next_round = {arm: usd / max(done, 1) * min(self.size, len(task_ids) - done) for arm, usd in spent.items()}
+            next_round = next_round_spend(spent, done, len(task_ids), self.size)
             if (reason := budget_stop(self.config, spent, next_round)) is not None:
                 return Stop("budget", f"still at the budget: {reason}: raise decide.budget to go on")
         number = len(looks)
@@ -91,8 +94,6 @@ class DecisionRounds:
                 looks = await self.ledger.looks(self.run_id)
                 return Stop(action, looks[-1]["reason"])
         return Stop(None, None)
-
-    stopped: Mapping[str, str] = {}  # the runner's stopped arms and why (a live view of its dict)
 
     async def _data(self, task_ids: list[str]) -> dict[str, ArmTasks]:
         await self.ledger.flush()

@@ -283,10 +283,8 @@ class Runner:
             raise RunError(f"decide: asks about {', '.join(skipped)}, which this run skips "
                            f"({self.skip_arms[skipped[0]]})")
         live = [arm.name for arm in self.spec.arms if arm.name not in self.skip_arms]
-        rounds = DecisionRounds(config, self.ledger, self.run_id, live, seeds=self.spec.seeds,
-                                workers=self.spec.workers)
-        rounds.stopped = self.stopped
-        return rounds
+        return DecisionRounds(config, self.ledger, self.run_id, live, seeds=self.spec.seeds, workers=self.spec.workers,
+                              stopped=self.stopped)
 
     async def _already_settled(self, settled: Stop, episodes_per_arm: int) -> RunSummary:
         """A resumed run whose question is decided, or whose tasks are all run, has nothing left: no arm is started
