@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -416,11 +417,39 @@ def _simulate_once(spec: RunSpec, config: DecideConfig, prepared: dict[str, Prep
     unpriced = [name for name in costed if prepared[name].cost is None]
     if unpriced:
         return None, f"decide: no dollars for {', '.join(unpriced)}: the cost question cannot be simulated"
+    if config.cheaper is not None:
+        prepared = _shrunk_cost_effect(prepared, *config.cheaper.arms)
     sampler = resampling_sampler([prepared[arm.name] for arm in spec.arms if arm.name in prepared], spec.seeds)
     rng = np.random.default_rng(SIMULATION_SEED)
     runs = simulate_sequential(config, sampler, tasks, spec.seeds, rng, simulations, workers=spec.workers,
                                arm_count=len(spec.arms))
     return runs, None
+
+
+def _shrunk_cost_effect(prepared: dict[str, PreparedArm], a: str, b: str) -> dict[str, PreparedArm]:
+    """The sources with the first arm's dollars scaled so that the cost ratio's log is the source's, shrunk toward 0
+    by the James–Stein factor max(0, 1 − SE²/L̂²): a source's |L̂| overstates the true effect on average (most where
+    the truth is near a tie), and the simulated runs' lengths hang on it."""
+    first, second = prepared[a], prepared[b]
+    if first.cost is None or second.cost is None or min(first.resolved.sum(), second.resolved.sum()) <= 0:
+        return prepared
+    if min(first.cost.sum(), second.cost.sum()) <= 0:
+        return prepared
+
+    def influence(arm: PreparedArm) -> np.ndarray:
+        return arm.cost / arm.cost.mean() - arm.resolved / arm.resolved.mean()
+
+    log_ratio = math.log((first.cost.sum() / first.resolved.sum()) / (second.cost.sum() / second.resolved.sum()))
+    if first.sample.run_id is not None and first.sample.run_id == second.sample.run_id \
+            and first.resolved.size == second.resolved.size:  # one run measured both: paired
+        variance = float(np.var(influence(first) - influence(second), ddof=1)) / first.resolved.size
+    else:
+        variance = sum(float(np.var(influence(arm), ddof=1)) / arm.resolved.size for arm in (first, second))
+    if log_ratio == 0:
+        return prepared
+    keep = max(0.0, 1 - variance / log_ratio ** 2)
+    scaled = replace(first, cost=first.cost * math.exp((keep - 1) * log_ratio))
+    return {**prepared, a: scaled}
 
 
 def _decide_plan(spec: RunSpec, config: DecideConfig, prepared: dict[str, PreparedArm], tasks: int, simulations: int,

@@ -21,6 +21,7 @@ from compare.decide_spec import CheaperQuestion, DecideConfig
 from compare.decision import ArmTasks
 from compare.ledger import Ledger
 from compare.plan_simulation import SimulatedRun, simulate_sequential
+from compare.plan_sources import ArmSample
 from compare.spec import parse_run_spec
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
@@ -342,3 +343,37 @@ def test_a_pilot_with_other_seeds_is_scaled_per_episode(ledger, tmp_path):
     assert hosted["episodes"] == 30
     assert hosted["usd"]["tokens"] == pytest.approx(30 * HOSTED_EPISODE_USD, rel=1e-12)
     assert document["decide"]["episodes"]["mean"] == pytest.approx(document["decide"]["tasks"]["mean"] * 3 * 2)
+
+
+def _pilot(costs: np.ndarray, resolved: np.ndarray) -> ArmSample:
+    ones = np.ones(costs.size)
+    return ArmSample(source="pilot run p", run_id="p", tasks=[f"t{i}" for i in range(costs.size)],
+                     resolved=resolved.astype(float), attempts=ones, episodes=ones, model_usd=costs,
+                     sandbox_usd=None, seconds=ones * 60)
+
+
+def test_the_monte_carlo_shrinks_a_pilots_cost_effect_that_its_noise_explains():
+    """A pilot's cost ratio whose log is within its standard error of 0 is shrunk to 0 (James–Stein: the effect
+    kept is max(0, 1 − SE²/L̂²) of it): two pilots that differ only by such an effect give the very same simulated
+    runs; an effect of 3 SE is kept (8/9 of it) and decides more runs."""
+    from compare.planning import plan_from_samples
+
+    rng = np.random.default_rng(7)
+    resolved = (rng.random(40) < 0.6).astype(int)
+    noise = rng.lognormal(0, 1, (2, 40))
+    base = noise[0] * noise[1].sum() / noise[0].sum()  # the pilot's ratio exactly 1
+    psi = base / base.mean() - noise[1] / noise[1].mean()  # the paired influence of the log ratio (resolved cancel)
+    se = float(np.std(psi, ddof=1) / math.sqrt(40))
+    arms = [{"name": name, "adapter": "router", "model": f"v/{name}", "base_url": "http://127.0.0.1:4000/v1",
+             "prices": {"input": 1.0, "output": 1.0}} for name in ("a", "b")]
+    spec = parse_run_spec({"name": "s", "suite": "builtin", "seeds": 1, "workers": 4, "arms": arms,
+                           "decide": {"cheaper": {"arms": ["a", "b"]}, "round_tasks": 20}})
+
+    def simulated(first_cost: np.ndarray):
+        plan = plan_from_samples(spec, {"a": _pilot(first_cost, resolved), "b": _pilot(noise[1], resolved)}, 400,
+                                 None, simulations=60)
+        return plan.decide
+
+    tie = simulated(base)
+    assert simulated(base * math.exp(0.9 * se)) == tie  # within its noise: shrunk to the tie exactly
+    assert simulated(base * math.exp(3 * se)).decided_probability > tie.decided_probability
