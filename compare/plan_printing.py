@@ -21,7 +21,7 @@ def print_plan(document: PlanDocument) -> None:
         table.add_column(column, overflow="fold")
     for arm in document.arms:
         table.add_row(shown(arm.arm), shown(arm.source or "no estimate"), f"{arm.episodes:,}",
-                      _share(arm.resolve_rate), fmt_usd(arm.usd.get("total")),
+                      _share(arm.resolve_rate), _dollars(arm.usd.get("total"), arm.usd_relative_se),
                       _half(arm.widths.get("avg_at_k")), _half_usd(arm.widths.get("cost_per_resolved_attempt")))
     console.print(table)
     if document.tasks_note:
@@ -89,3 +89,8 @@ def _half(width: float | None) -> str:
 
 def _half_usd(width: float | None) -> str:
     return fmt_usd(None if width is None else width / 2)
+
+
+def _dollars(usd: float | None, relative_se: float | None) -> str:
+    """"$5.25 ±22 %": the plan's dollars and their standard error, when the source was measured."""
+    return fmt_usd(usd) + (f" ±{relative_se * 100:.0f} %" if usd is not None and relative_se is not None else "")

@@ -54,6 +54,7 @@ class ArmPlan(BaseModel):
     tokens_per_episode: dict[str, float] | None = None
     episode_seconds: float | None = None
     usd_per_episode: float | None = None
+    usd_relative_se: float | None = None  # the dollars' standard error from the source's task-to-task spread
     usd: dict[str, float | None] = {}  # total, tokens, gpu, sandbox
     gpu_hours: float | None = None
     widths: dict[str, float | None] = {}  # avg_at_k, cost_per_resolved_attempt: 95 % interval widths
@@ -284,10 +285,23 @@ def _arm_plan(spec: RunSpec, arm: ArmSpec, sample: ArmSample, tasks: int, wall: 
     resolve_rate = float(sample.resolved.sum() / sample.attempts.sum()) if sample.attempts.sum() else None
     widths = {"avg_at_k": _width(ready.variance(k), tasks),
               "cost_per_resolved_attempt": _ratio_width(ready.cost, ready.resolved, tasks)}
+    spread = None
+    if usd["total"] is not None and sample.run_id is not None:  # a measured source (priors are stated, not sampled)
+        spread = _relative_se(sample.seconds if arm.billing == "lease" else sample.model_usd, sample.episodes)
     return ArmPlan(arm=arm.name, kind=arm.kind, billing=arm.billing, source=sample.source, episodes=episodes,
                    resolve_rate=resolve_rate, tokens_per_episode=sample.tokens, episode_seconds=seconds,
                    usd_per_episode=None if usd["total"] is None else usd["total"] / episodes, usd=usd,
-                   gpu_hours=gpu_hours, widths=widths, notes=notes), ready
+                   usd_relative_se=spread, gpu_hours=gpu_hours, widths=widths, notes=notes), ready
+
+
+def _relative_se(per_task: np.ndarray | None, episodes: np.ndarray) -> float | None:
+    """The relative standard error of a source's mean per episode (dollars, or a lease's seconds) from its
+    task-to-task spread, by the delta method on Σ per_task ÷ Σ episodes: how far a plan from that source may be off
+    (a 25-task pilot of agent episodes: about ±20 %)."""
+    if per_task is None or per_task.size < 2 or per_task.sum() <= 0 or episodes.sum() <= 0:
+        return None
+    influence = per_task / per_task.mean() - episodes / episodes.mean()
+    return float(np.std(influence, ddof=1) / math.sqrt(per_task.size))
 
 
 def _per_episode(values: np.ndarray | None, episodes: np.ndarray) -> float | None:

@@ -21,7 +21,7 @@ from compare.decide_spec import CheaperQuestion, DecideConfig
 from compare.decision import ArmTasks
 from compare.ledger import Ledger
 from compare.plan_simulation import SimulatedRun, simulate_sequential
-from compare.plan_sources import ArmSample
+from compare.plan_sources import ArmSample, prior_sample
 from compare.spec import parse_run_spec
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
@@ -377,3 +377,24 @@ def test_the_monte_carlo_shrinks_a_pilots_cost_effect_that_its_noise_explains():
     tie = simulated(base)
     assert simulated(base * math.exp(0.9 * se)) == tie  # within its noise: shrunk to the tie exactly
     assert simulated(base * math.exp(3 * se)).decided_probability > tie.decided_probability
+
+
+def test_a_measured_sources_dollars_carry_their_standard_error_and_priors_none():
+    """The plan's dollars from a pilot are a mean over its tasks: their relative standard error is the spread of
+    the per-task dollars ÷ √tasks (here one episode per task); stated priors have none."""
+    from compare.planning import plan_from_samples
+
+    costs = np.array([1.0, 2.0, 3.0, 6.0])
+    arms = [{"name": "a", "adapter": "router", "model": "v/a", "base_url": "http://127.0.0.1:4000/v1",
+             "prices": {"input": 1.0, "output": 1.0}},
+            {"name": "b", "adapter": "router", "model": "v/b", "base_url": "http://127.0.0.1:4000/v1",
+             "prices": {"input": 1.0, "output": 1.0}}]
+    spec = parse_run_spec({"name": "s", "suite": "builtin", "seeds": 1, "workers": 4, "arms": arms,
+                           "plan": {"priors": {"b": {"resolve_rate": 0.5, "prompt_tokens": 1000,
+                                                     "completion_tokens": 100}}}})
+    plan = plan_from_samples(spec, {"a": _pilot(costs, np.array([1, 0, 1, 1]))}, 100, None)
+    a = plan.arms[0]
+    assert a.usd_relative_se == pytest.approx(np.std(costs / costs.mean(), ddof=1) / math.sqrt(4))
+    assert a.usd["total"] == pytest.approx(costs.mean() * 100)
+    with_prior = plan_from_samples(spec, {"b": prior_sample(spec, spec.arms[1], spec.plan.priors["b"])}, 100, None)
+    assert with_prior.arms[1].usd_relative_se is None and with_prior.arms[1].usd["total"] is not None
