@@ -9,7 +9,6 @@ afterwards."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
@@ -44,13 +43,11 @@ class DecisionRounds:
 
     async def check_resume(self) -> None:
         """A resumed run keeps the question it started with (its budget may change): else refused, by field."""
-        rows = await asyncio.to_thread(self.ledger.query, "SELECT spec_json FROM runs WHERE run_id = ?",
-                                       [self.run_id])
-        stored = json.loads(rows[0]["spec_json"]).get("decide") if rows else None
-        if stored is None:
+        run = await self.ledger.get_run(self.run_id)
+        before = run.spec().decide if run is not None else None
+        if before is None:
             raise DecisionRefused(f"decide: run {self.run_id} was started without a decision question; a resumed "
                                   "run keeps its question (remove decide: to resume it, or start a new run)")
-        before = DecideConfig.model_validate(stored)
         if before.question_digest() != self.config.question_digest():
             changed = _changed_fields(before.model_dump(exclude={"budget"}),
                                       self.config.model_dump(exclude={"budget"}), "decide")
