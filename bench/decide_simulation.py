@@ -6,7 +6,7 @@ small pilot of the same population) against the simulated runs' means. Issue 23'
 Run from the repository root:
 
     .venv/bin/python bench/decide_simulation.py [--runs 400] [--designs NAME ...] [--tasks N] [--pilots 10]
-                                                [--plan-simulations 50] [--jobs 2] [--quick] [--json]
+                                                [--plan-simulations 200] [--jobs 2] [--quick] [--json]
 
 The population (independent of the planner, so the plan check is not circular). A task belongs to a difficulty
 class shared by every arm (easy, medium, hard, very hard: 35/30/25/10 %), the paired latent: the tasks hard for
@@ -60,8 +60,10 @@ looks, `group_sequential`).
 The plan check: for each design, `--pilots` pilots of 25 tasks drawn from the same population go through
 compare.planning (its fixed-n width predictions and compare.plan_simulation's Monte Carlo of the sequential run);
 the predicted mean dollars and widths are compared with the simulated runs' (the % error of the median pilot's
-prediction, and the share of pilots within 15 %). Results are reported, never asserted; the output records the
-date, the machine's load average before and after, and the time taken."""
+prediction, and the share of pilots within 15 %); and, since a sequential run's length is a forecast rather than a
+figure, the share of the simulated runs whose $ and episodes fall inside each pilot's plan p10–p90 (a calibrated
+forecast holds about 80 %). Results are reported, never asserted; the output records the date, the machine's load
+average before and after, and the time taken."""
 
 from __future__ import annotations
 
@@ -81,6 +83,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from compare.plan_simulation import DEFAULT_SIMULATIONS  # noqa: E402  (the repository root is on the path now)
+
 SEEDS = 3
 WORKERS = 16
 ALPHA = 0.05
@@ -95,6 +99,7 @@ CACHED_SHARE = 0.8  # of prompt tokens
 CACHED_WEIGHT, COMPLETION_WEIGHT = 0.1, 5.0  # a lease's attribution weights per cached / completion token
 PILOT_TASKS = 25
 PLAN_TOLERANCE = 0.15
+PLAN_RANGE = 0.8  # the plan's p10–p90: the share of runs a calibrated forecast holds
 SHARES = ("decided_share",)  # plan figures compared in points, not relative %
 
 
@@ -770,12 +775,15 @@ def plan_check(design: Design, config, draws: dict[str, ArmDraws], outcomes: lis
     spec = plan_spec(design, config)
     simulated = simulated_figures(design, draws, outcomes)
     predicted: dict[str, list[float]] = {}
+    inside: dict[str, list[float]] = {}
     for _ in range(pilots):
         document = plan_from_samples(spec, pilot_samples(design, rng, pilot_tasks), design.tasks, None, None,
                                      simulations)
         for key, value in plan_figures(document).items():
             if value is not None:
                 predicted.setdefault(key, []).append(value)
+        for key, share in plan_range_coverage(document, outcomes, len(design.arms)).items():
+            inside.setdefault(key, []).append(share)
     out = {}
     for key, truth in simulated.items():
         values = np.array(predicted.get(key, []))
@@ -787,7 +795,23 @@ def plan_check(design: Design, config, draws: dict[str, ArmDraws], outcomes: lis
                     "error_of_median": float(np.median(errors)),
                     "median_abs_error": float(np.median(np.abs(errors))),
                     "within_tolerance": float(np.mean(np.abs(errors) <= PLAN_TOLERANCE)), "pilots": int(values.size)}
+    for key, shares in inside.items():
+        out[key]["inside_plan_range"] = float(np.median(shares))
     return {"pilot_tasks": pilot_tasks, "pilots": pilots, "simulations": simulations, "figures": out}
+
+
+def plan_range_coverage(document, outcomes: list[RunOutcome], arms: int) -> dict[str, float]:
+    """The share of the simulated runs whose spend and episodes fall inside the plan's p10–p90 of them: the plan's
+    range is a forecast of one run, so a calibrated plan holds about PLAN_RANGE of the runs."""
+    if document.decide is None:
+        return {}
+    spent = np.array([o.usd for o in outcomes])
+    episodes = np.array([o.tasks for o in outcomes]) * SEEDS * arms
+    out = {}
+    for key, values, planned in (("sequential_usd", spent, document.decide.usd),
+                                 ("sequential_episodes", episodes, document.decide.episodes)):
+        out[key] = float(np.mean((values >= planned.p10) & (values <= planned.p90)))
+    return out
 
 
 def plan_spec(design: Design, config):
@@ -962,9 +986,17 @@ def goals(results: list[dict]) -> dict:
                 plan.setdefault(family, [0, 0])
                 plan[family][0] += abs(figure["error_of_median"]) <= PLAN_TOLERANCE
                 plan[family][1] += 1
+    calibrated: dict[str, list[int]] = {}
+    for d in results:
+        for key, figure in ((d.get("plan") or {}).get("figures") or {}).items():
+            if figure.get("inside_plan_range") is not None:
+                calibrated.setdefault(key, [0, 0])
+                calibrated[key][0] += figure["inside_plan_range"] >= PLAN_RANGE - 0.1
+                calibrated[key][1] += 1
     return {"largest_wrong": max(wrong) if wrong else None, "smallest_coverage_at_stop": min(at_stop) if at_stop
             else None, "smallest_coverage_every_look": min(every) if every else None,
-            "plan_median_within_tolerance": {key: {"within": v[0], "of": v[1]} for key, v in plan.items()}}
+            "plan_median_within_tolerance": {key: {"within": v[0], "of": v[1]} for key, v in plan.items()},
+            "plan_range_holds_70_percent": {key: {"within": v[0], "of": v[1]} for key, v in calibrated.items()}}
 
 
 def _load() -> str:
@@ -1081,6 +1113,9 @@ def print_tables(document: dict) -> None:
     if within:
         print("plan figures whose median pilot is within " f"{100 * PLAN_TOLERANCE:.0f} %: "
               + ", ".join(f"{key} {v['within']}/{v['of']}" for key, v in within.items()))
+        held = document["goals"]["plan_range_holds_70_percent"]
+        print(f"plan ranges (p10–p90) holding ≥ {100 * (PLAN_RANGE - 0.1):.0f} % of the simulated runs: "
+              + ", ".join(f"{key} {v['within']}/{v['of']}" for key, v in held.items()))
         print()
     for r in document["designs"]:
         _print_design(r)
@@ -1117,8 +1152,11 @@ def _print_plan_table(results: list[dict]) -> None:
     print(f"plan (median of {p['pilots']} pilots of {p['pilot_tasks']} tasks, {p['simulations']} Monte Carlo runs "
           f"each) vs simulated mean: error of the median pilot (share of pilots within "
           f"{100 * PLAN_TOLERANCE:.0f} %)")
-    print("| design | " + " | ".join(label for _, label in PLAN_COLUMNS) + " | decided: plan vs simulated |")
-    print("|---|" + "---|" * (len(PLAN_COLUMNS) + 1))
+    print(f"the last column: the share of simulated runs inside the median pilot's plan p10–p90 of the sequential "
+          f"run's $ and episodes (a calibrated forecast holds {100 * PLAN_RANGE:.0f} %)")
+    print("| design | " + " | ".join(label for _, label in PLAN_COLUMNS)
+          + " | decided: plan vs simulated | runs inside plan's p10–p90 ($, episodes) |")
+    print("|---|" + "---|" * (len(PLAN_COLUMNS) + 2))
     for r in planned:
         figures, cells = r["plan"]["figures"], []
         for key, _ in PLAN_COLUMNS:
@@ -1131,6 +1169,9 @@ def _print_plan_table(results: list[dict]) -> None:
         decided = figures.get("decided_share", {})
         cells.append("–" if decided.get("predicted_median") is None else
                      f"{_pct(decided['predicted_median'], 0)} % vs {_pct(decided['simulated'], 0)} %")
+        inside = [(figures.get(key) or {}).get("inside_plan_range")
+                  for key in ("sequential_usd", "sequential_episodes")]
+        cells.append("–" if None in inside else f"{_pct(inside[0], 0)} %, {_pct(inside[1], 0)} %")
         print(f"| {r['design']} | " + " | ".join(cells) + " |")
     print()
 
@@ -1168,8 +1209,9 @@ def main() -> None:
     parser.add_argument("--pilots", type=int, default=10, help="pilots per design for the plan check (0: skip)")
     parser.add_argument("--pilot-tasks", type=int, default=PILOT_TASKS, help="tasks per pilot (default "
                         f"{PILOT_TASKS}); the plan's spread shrinks as 1/√tasks")
-    parser.add_argument("--plan-simulations", type=int, default=50,
-                        help="the plan's decide Monte Carlo runs per pilot (leafcost plan's default is 200)")
+    parser.add_argument("--plan-simulations", type=int, default=DEFAULT_SIMULATIONS,
+                        help=f"the plan's decide Monte Carlo runs per pilot (default {DEFAULT_SIMULATIONS}, as "
+                        "leafcost plan)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="designs simulated at once")
     parser.add_argument("--quick", action="store_true",
                         help=f"{len(QUICK_DESIGNS)} designs, {QUICK_TASKS} tasks, {QUICK_RUNS} runs, 2 pilots of 10 "

@@ -66,6 +66,8 @@ def test_quick_json_has_every_designs_figures(quick):
         plan = design["plan"]["figures"]
         assert plan["usd_full"]["simulated"] > 0 and plan["usd_full"]["pilots"] == 2
         assert {"sequential_usd", "sequential_episodes", "decided_share"} <= set(plan)
+        for key in ("sequential_usd", "sequential_episodes"):  # the share of runs inside the plan's p10–p90
+            assert 0 <= plan[key]["inside_plan_range"] <= 1
         assert all(f"width_avg_at_k:{arm}" in plan for arm in design["arms"])
         if design["budget_usd"] is None:
             assert 0 < design["buyer_n"] <= design["tasks"]
@@ -140,3 +142,16 @@ def test_the_obrien_fleming_constant_holds_alpha_over_its_looks():
 def test_a_quick_design_overrides_suite_size():
     design = replace(next(d for d in bench.DESIGNS if d.name == "half"), tasks=bench.QUICK_TASKS)
     assert design.tasks == bench.QUICK_TASKS and design.kind() == "cheaper"
+
+
+def test_plan_range_coverage_counts_the_runs_inside_the_plans_p10_to_p90():
+    from types import SimpleNamespace
+
+    def spread(p10, p90):
+        return SimpleNamespace(p10=p10, p90=p90)
+
+    outcomes = [bench.RunOutcome("decided", tasks, usd) for tasks, usd in ((10, 1.0), (20, 2.0), (30, 3.0), (40, 4.0))]
+    document = SimpleNamespace(decide=SimpleNamespace(usd=spread(2.0, 3.5), episodes=spread(60, 60)))
+    shares = bench.plan_range_coverage(document, outcomes, arms=2)  # episodes: tasks × 3 seeds × 2 arms
+    assert shares == {"sequential_usd": 0.5, "sequential_episodes": 0.25}
+    assert bench.plan_range_coverage(SimpleNamespace(decide=None), outcomes, arms=2) == {}
