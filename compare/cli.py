@@ -525,11 +525,11 @@ if __name__ == "__main__":
 def _register_results_commands() -> None:
     """The figures of a run (cli_results), the report files (reports/, which renders what compare computes)
     and the API server are commands of this app: the CLI is where the packages meet."""
-    from compare import cli_results, serve
+    from compare import cli_mine, cli_results, serve
     from reports import cli as reports_cli
 
     for command in (cli_results.summary, cli_results.compare, cli_results.reprice, cli_results.breakeven,
-                    reports_cli.report):
+                    reports_cli.report, cli_mine.mine):
         app.command(command.__name__)(command)
     app.command("serve")(serve.main)
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from sandbox.container.build_network import build_network
 from sandbox.shared.digests import update_with_tree
 from sandbox.shared.dockerfile import base_images, replace_base_images
-from sandbox.container.engine import ULIMITS, Engine, EngineError
+from sandbox.container.engine import ULIMITS, Completed, Engine, EngineError
 from sandbox.image_names import is_reference, local_names, qualified
 from sandbox.protocol import BuildError, SandboxOptions
 from sandbox.tasks import ComposeService, EnvironmentConfig, HealthcheckConfig, Task
@@ -203,7 +203,8 @@ async def _named(engine: Engine, task: Task, reference: str, env: EnvironmentCon
     return _RESOLVED[engine.name, reference]
 
 
-async def _present(engine: Engine, task: Task, reference: str, timeout: float, prefix: Sequence[str] = ()) -> str:
+async def _present(engine: Engine, task: Task | None, reference: str, timeout: float,
+                   prefix: Sequence[str] = ()) -> str:
     """The name under which `reference` is on this machine (see `local_names`), pulling Docker's name for it when
     it is not: never the bare short name, which Podman resolves through registries only it is configured with."""
     for name in local_names(reference):
@@ -226,22 +227,30 @@ async def _built(engine: Engine, task: Task, dockerfile: Path, context: Path, pr
 
 
 async def _build(engine: Engine, task: Task, dockerfile: Path, context: Path, tag: str, timeout: float) -> None:
-    # Podman's own image format drops HEALTHCHECK; Docker's keeps it.
-    format_flags = ["--format", "docker"] if engine.name == "podman" else []
-    source = dockerfile.read_text(encoding="utf-8", errors="surrogateescape")
     try:
-        async with build_network(engine) as network:  # its own namespace: never the host's loopback
-            # Each base under the name it has here (pulled now if missing): the engine never reads a short name.
-            names = {base: await _present(engine, task, base, timeout, network.prefix)
-                     for base in dict.fromkeys(base_images(source)) if is_reference(base)}
-            with _as_built(dockerfile, source, replace_base_images(source, names)) as built_from:
-                done = await engine.run("build", *format_flags, *network.flags, *ULIMITS, "--label", "leafcost=1",
-                                        "-t", tag, "-f", str(built_from), str(context), timeout=timeout, check=False,
-                                        prefix=network.prefix, merged=True)
+        done = await build_image(engine, dockerfile, context, tag, timeout=timeout, task=task)
     except EngineError:
         raise BuildError(f"task {task.task_id}: the image build exceeded build_timeout_sec={timeout:g}") from None
     if done.code != 0:
         raise BuildError(f"task {task.task_id}: {build_failure(done.text, done.code)}")
+
+
+async def build_image(engine: Engine, dockerfile: Path, context: Path, tag: str, *, timeout: float,
+                      task: Task | None = None) -> Completed:
+    """Builds `tag` from `dockerfile` and `context` as a task's image is built (the build's own network namespace,
+    each base image under its name here, pulled when missing) and returns the engine's result, a failed build's
+    included, its output merged; EngineError when it runs past `timeout`, BuildError when a base cannot be had."""
+    # Podman's own image format drops HEALTHCHECK; Docker's keeps it.
+    format_flags = ["--format", "docker"] if engine.name == "podman" else []
+    source = dockerfile.read_text(encoding="utf-8", errors="surrogateescape")
+    async with build_network(engine) as network:  # its own namespace: never the host's loopback
+        # Each base under the name it has here (pulled now if missing): the engine never reads a short name.
+        names = {base: await _present(engine, task, base, timeout, network.prefix)
+                 for base in dict.fromkeys(base_images(source)) if is_reference(base)}
+        with _as_built(dockerfile, source, replace_base_images(source, names)) as built_from:
+            return await engine.run("build", *format_flags, *network.flags, *ULIMITS, "--label", "leafcost=1",
+                                    "-t", tag, "-f", str(built_from), str(context), timeout=timeout, check=False,
+                                    prefix=network.prefix, merged=True)
 
 
 BUILD_TAIL_LINES = 20
@@ -286,7 +295,9 @@ _UNREACHABLE = ("pinging container registry", "dial tcp", "no such host", "conne
                 "network is unreachable", "tls handshake timeout", "x509:", "context deadline exceeded")
 
 
-async def _pull(engine: Engine, task: Task, reference: str, timeout: float, prefix: Sequence[str] = ()) -> None:
+async def _pull(engine: Engine, task: Task | None, reference: str, timeout: float,
+                prefix: Sequence[str] = ()) -> None:
+    whose = f"task {task.task_id}: " if task is not None else ""
     try:
         await engine.run("pull", "--", reference, timeout=timeout, prefix=prefix)
     except EngineError as exc:
@@ -294,11 +305,11 @@ async def _pull(engine: Engine, task: Task, reference: str, timeout: float, pref
         if not said or any(sign in said.lower() for sign in _UNREACHABLE):
             mirror = ("point podman at a mirror (CONTAINERS_REGISTRIES_CONF)" if engine.name == "podman"
                       else "give the Docker daemon a registry mirror")
-            if task.swebench is not None:
+            if task is not None and task.swebench is not None:
                 mirror += ", or name a mirror's instance images with --swebench-namespace"
-            raise BuildError(f"task {task.task_id}: image {reference}: not on this machine and the registry is "
+            raise BuildError(f"{whose}image {reference}: not on this machine and the registry is "
                              f"unreachable: build or load it (`{engine.name} load`), or {mirror}") from None
-        raise BuildError(f"task {task.task_id}: image {reference} cannot be pulled: "
+        raise BuildError(f"{whose}image {reference} cannot be pulled: "
                          f"{said.splitlines()[-1][:300]}") from None
 
 
