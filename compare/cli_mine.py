@@ -26,7 +26,8 @@ def mine(
                                               help="only commits on or before this date")] = None,
     paths: Annotated[list[str] | None, typer.Option("--path", help="only commits touching this path (repeatable)")
                      ] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="at most this many candidates")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="at most this many candidates built and tested "
+                                              "(newest first)")] = None,
     rev: Annotated[str, typer.Option("--rev", help="the commit history is read from")] = "HEAD",
     repo_name: Annotated[str | None, typer.Option("--repo-name", metavar="OWNER/NAME",
                                                   help="the rows' repo (default local/<directory name>)")] = None,
@@ -66,7 +67,7 @@ def mine(
         fail(str(exc), 2)
     describe_spec = _spec(spec_path) if spec_path is not None else None
     try:
-        report = asyncio.run(_with_progress(options, sandbox, describe_spec, describe_with, quiet=as_json))
+        report = asyncio.run(_with_progress(options, sandbox, describe_spec, describe_with))
     except MiningError as exc:
         report_path = out / "report.json"
         fail(f"{exc}" + (f" (report of what was mined: {report_path})" if report_path.is_file() else ""), 1)
@@ -96,7 +97,7 @@ def _spec(spec_path: Path):
         fail(str(exc), 2)
 
 
-async def _with_progress(options, sandbox, describe_spec, describe_arm: str | None, *, quiet: bool):
+async def _with_progress(options, sandbox, describe_spec, describe_arm: str | None):
     """The mining run under a progress bar on stderr; with --describe-with, the arm's adapter started once for it."""
     from contextlib import AsyncExitStack
 
@@ -120,11 +121,11 @@ async def _with_progress(options, sandbox, describe_spec, describe_arm: str | No
                                                    test_patch=candidate.test_patch, patch=candidate.patch)
                 return written.text, written.source
 
-        with Progress(*columns, console=Console(stderr=True), transient=quiet) as progress:
+        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:  # the summary follows
             bar = progress.add_task("mine", total=None, repo=clean(str(options.repository)), last="scanning")
 
-            def scanned(count: int) -> None:
-                progress.update(bar, total=count, last=f"{count} candidates")
+            def scanned(count: int | None) -> None:  # None: --limit decides how many are built
+                progress.update(bar, total=count, last="scanned")
 
             def done(result) -> None:
                 said = "kept" if result.kept else result.reason
@@ -148,5 +149,7 @@ def _print_summary(report, out: Path) -> None:
                        f"PASS_TO_PASS ({shown(result.subject[:60])})")
         else:
             typer.echo(f"  dropped {result.sha[:12]} ({result.reason}): {shown((result.detail or '')[:100])}")
+    if report.limit_reached:
+        typer.echo(f"stopped at --limit: {summary['built']} candidates built and tested; older ones not looked at")
     typer.echo(f"tasks: {out / 'tasks.jsonl'}  report: {out / 'report.json'}")
     typer.echo(f"next: leafcost validate {out / 'tasks.jsonl'} --backend podman")

@@ -67,7 +67,7 @@ def instance_id_for(repo_name: str, sha: str) -> str:
 
 async def mine(options: MineOptions, sandbox: SandboxOptions, *, describe: Describer | None = None,
                on_result: Callable[[CandidateResult], None] | None = None,
-               on_scanned: Callable[[int], None] | None = None) -> MiningReport:
+               on_scanned: Callable[[int | None], None] | None = None) -> MiningReport:
     """Mines `options.repository` into `options.out` (tasks.jsonl, report.json, logs/, harbor/). A MiningError stops
     the run after its report is written with the error; one candidate's problem drops only that candidate."""
     started = time.monotonic()
@@ -80,14 +80,19 @@ async def mine(options: MineOptions, sandbox: SandboxOptions, *, describe: Descr
     try:
         hint = load_env_hint(options.env_hint) if options.env_hint is not None else None
         scan = await asyncio.to_thread(scanning.scan, options.repository, since=options.since, until=options.until,
-                                       paths=options.paths, limit=options.limit, rev=options.rev)
+                                       paths=options.paths, limit=None, rev=options.rev)
         report.head, report.commits_seen = scan.head, scan.seen
         report.scan_dropped = _count(reason for _, reason, _ in scan.dropped)
         write_report(report, options.out)
         if on_scanned is not None:
-            on_scanned(len(scan.candidates))
+            on_scanned(len(scan.candidates) if options.limit is None else None)
+        built = 0
         for candidate in scan.candidates:
+            if options.limit is not None and built >= options.limit:  # the limit counts candidates built and tested
+                report.limit_reached = True
+                break
             result = await _one(candidate, options, sandbox, hint, name, describe)
+            built += result.built
             report.candidates.append(result)
             write_report(report, options.out)
             if on_result is not None:
@@ -120,11 +125,11 @@ async def _one(candidate: Candidate, options: MineOptions, sandbox: SandboxOptio
     except Exception as exc:  # noqa: BLE001 - one candidate's harness failure never stops the others
         result.reason, result.detail = "harness_error", f"{type(exc).__name__}: {str(exc)[:500]}"
     else:
+        if options.harbor and (problem := _harbor_task(row, options.out / HARBOR_DIR / instance_id)):
+            result.reason, result.detail = "harness_error", problem
+            result.seconds = round(time.monotonic() - started, 3)
+            return result
         _append_row(options.out / ROWS_FILE, row)
-        if options.harbor:
-            from sandbox.mining.harbor_export import write_harbor_task
-
-            write_harbor_task(row, options.out / HARBOR_DIR / instance_id)
         result.kept, result.instruction_source = True, source
         result.fail_to_pass, result.pass_to_pass = len(outcome.fail_to_pass), len(outcome.pass_to_pass)
         result.flaky_tests = len(outcome.flaky)
@@ -149,6 +154,7 @@ async def _mined_row(candidate: Candidate, options: MineOptions, sandbox: Sandbo
         tree = Path(scratch) / "repo"
         await asyncio.to_thread(export_at, options.repository, candidate.parent, tree)
         facts = environment.detect_project(tree, candidate.committed_at, hint)
+        result.built = True
         image = await images.build_instance_image(sandbox.backend, facts, tree, instance_id,
                                                    ca_bundle=options.ca_bundle, timeout=BUILD_TIMEOUT_SEC,
                                                    repo=repo_name)
@@ -173,6 +179,17 @@ def test_modules(test_files: list[str]) -> list[str]:
     """The changed test files pytest collects by default (test_*.py, *_test.py): a conftest.py or a data file named
     on pytest's command line makes it run nothing."""
     return [path for path in test_files if re.fullmatch(r"test_.*\.py|.*_test\.py", Path(path).name)]
+
+
+def _harbor_task(row: dict, directory: Path) -> str | None:
+    """Writes the row's Harbor task directory; why it could not, if it could not (the candidate is then dropped)."""
+    from sandbox.mining.harbor_export import write_harbor_task
+
+    try:
+        write_harbor_task(row, directory)
+    except (ValueError, OSError) as exc:
+        return f"its Harbor task directory could not be written: {exc}"
+    return None
 
 
 def _append_row(path: Path, row: dict) -> None:

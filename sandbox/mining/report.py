@@ -31,6 +31,7 @@ class CandidateResult(BaseModel):
     pass_to_pass: int = 0
     flaky_tests: int = 0
     instruction_source: str | None = None
+    built: bool = False  # its environment was detected and built (what --limit counts)
     seconds: float = 0.0
 
 
@@ -47,6 +48,7 @@ class MiningReport(BaseModel):
     scan_dropped: dict[str, int] = Field(default_factory=dict)  # commits that were no candidate, by reason
     candidates: list[CandidateResult] = Field(default_factory=list)
     error: str | None = None  # the line that stopped the run early, if one did
+    limit_reached: bool = False  # --limit candidates were built and tested; later candidates were not looked at
     finished: bool = False
 
     @property
@@ -61,7 +63,8 @@ class MiningReport(BaseModel):
         """The counts a reader wants first (also the `--json` summary)."""
         return {"commits_seen": self.commits_seen, "candidates": len(self.candidates), "kept": self.kept,
                 "dropped": {**self.scan_dropped, **_added(self.scan_dropped, self.dropped())},
-                "flaky_tests": sum(result.flaky_tests for result in self.candidates)}
+                "flaky_tests": sum(result.flaky_tests for result in self.candidates),
+                "built": sum(result.built for result in self.candidates), "limit_reached": self.limit_reached}
 
 
 def _added(first: dict[str, int], second: dict[str, int]) -> dict[str, int]:
