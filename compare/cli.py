@@ -202,6 +202,10 @@ def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun
         if server is not None:
             server.stop()
         ledger.close()
+    if any(arm.released is not None for arm in spec.arms):
+        from compare.cli_results import run_freshness_of
+
+        summary = summary.model_copy(update={"freshness": run_freshness_of(db_path, summary.run_id)})
     if as_json:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
@@ -233,6 +237,7 @@ def _print_run_summary(summary, wide: bool = False) -> None:
 
     from compare.arm_table import fmt_usd
     from compare.display import shown, terminal
+    from compare.freshness import print_freshness
 
     table = Table(title=f"leafcost run {summary.run_id} ({summary.status})")
     for column in ("arm", "episodes", "resolved", "errors", "spend") + (("note",) if wide else ()):
@@ -250,6 +255,7 @@ def _print_run_summary(summary, wide: bool = False) -> None:
         console.print(f"[bold]{shown(summary.decision)}[/bold]")
     for note in notes:
         console.print(note)
+    print_freshness(summary.freshness)  # only when an arm has released: and a task has a date
     for warning in summary.warnings:
         console.print(f"[yellow]warning:[/yellow] {shown(warning)}")  # quotes tasks, endpoints and models
     console.print(f"ledger: {shown(summary.db)}\ntrajectories: {shown(summary.trajectories)}")

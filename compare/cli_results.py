@@ -138,6 +138,17 @@ def print_run_figures(db: Path | str, run_id: str, wide: bool = False) -> list[s
     return [arm["arm"] for arm in document["arms"] if arm["status"] != "skipped"]
 
 
+def run_freshness_of(db: Path | str, run_id: str) -> list[dict[str, Any]] | None:
+    """The fresh vs seen split of a run that just finished (compare.freshness), for `leafcost run`'s summary: the
+    summary's own, of the arms with released: (None when none has)."""
+    from compare.summary import load_run, summarize
+
+    def split(conn) -> list[dict[str, Any]] | None:
+        arms = [arm.name for arm in load_run(conn, run_id).spec().arms if arm.released is not None]
+        return summarize(conn, run_id, arms=arms)["freshness"] if arms else None
+    return _with_connection(Path(db), split)
+
+
 def _with_connection(db: Path | None, compute) -> dict[str, Any]:
     from compare.ledger import LedgerAccess, LedgerError, default_db_path
     from compare.summary import SummaryError
@@ -183,6 +194,7 @@ def _print_summary(document: dict[str, Any], wide: bool = False, title: str | No
     from rich.table import Table
 
     from compare.arm_table import flagged_notes, terminal_columns
+    from compare.freshness import print_freshness
     from compare.display import shown as safe  # notes quote endpoints' errors, task ids and patch paths
     from compare.display import terminal
     from compare.reconcile import unrecorded_note
@@ -221,6 +233,7 @@ def _print_summary(document: dict[str, Any], wide: bool = False, title: str | No
     console.print(table)
     for note in notes:
         console.print(f"[dim]{safe(note)}[/dim]")
+    print_freshness(document.get("freshness"))
 
 
 def _verdict_line(document: dict[str, Any]) -> str | None:
@@ -254,7 +267,8 @@ def _print_compare(document: dict[str, Any], wide: bool = False) -> None:
 
     a, b = document["arms"]
     _print_summary({"run_id": document["run_id"], "scenario": document.get("scenario"),
-                    "arms": document["summaries"], "decision": document.get("decision")}, wide=wide,
+                    "arms": document["summaries"], "decision": document.get("decision"),
+                    "freshness": document.get("freshness")}, wide=wide,
                    title=f"leafcost compare {document['run_id']}: {a} vs {b}")
     lines = [f"{a} vs {b} on {counted(document['shared_tasks'], 'shared task')}: "
              + ("comparable" if document["comparable"] else "NOT comparable: " + "; ".join(document["differences"])),

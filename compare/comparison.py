@@ -11,6 +11,7 @@ import numpy as np
 from compare.breakeven import breakeven_if_applicable
 from compare.decision_record import run_decision
 from compare.documents import CompareDocument, conforming
+from compare.freshness import freshness_split
 from compare.spec import RunSpec
 from compare.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, mcnemar, paired_rate_difference, paired_ratio_difference
 from compare.summary import (
@@ -18,6 +19,7 @@ from compare.summary import (
     PriceOverrides,
     SummaryError,
     arm_summary_with_tables,
+    freshness_figures,
     load_arms,
     load_run,
     sandbox_usd_per_vcpu_hour,
@@ -112,6 +114,9 @@ def compare_arms(conn, run_id: str, arm_a: str, arm_b: str, *, allow_mismatch: b
     document["summaries"] = [summary_a, summary_b]
     document["breakeven"] = breakeven_if_applicable(document["summaries"])
     document["decision"] = run_decision(conn, run_id)
+    document["freshness"] = freshness_split(conn, run.run_id, [freshness_figures(a, summary_a, table_a),
+                                                               freshness_figures(b, summary_b, table_b)],
+                                            resamples=resamples, seed=seed)
     return conforming(CompareDocument, document)
 
 

@@ -261,6 +261,28 @@ class DecisionDocument(_Document):
     looks: list[DecisionLook] = Field(description="every look, in order")
 
 
+class FreshnessPart(_Document):
+    """An arm's figures on one part of its tasks, computed as the summary computes them on all of them."""
+
+    tasks: int = Field(description="the arm's tasks (with a finished attempt) in this part")
+    attempts: int = Field(description="their final attempts with a verdict: Avg@k's denominators")
+    resolved_attempts: int = Field(description="their final attempts whose hidden tests passed")
+    avg_at_k: Estimate = Field(description="Avg@k over this part's tasks, with a bootstrap CI over them")
+    cost_per_resolved_attempt: Estimate = Field(description="this part's tasks' whole cost ÷ their resolved "
+                                                            "attempts, with a bootstrap CI over them")
+
+
+class ArmFreshness(_Document):
+    """One arm with a release date (`released:` in its spec), its figures split by when each task was created."""
+
+    arm: str = Field(description="the arm's name in the run spec")
+    released: str = Field(description="the model's release day as the spec gives it (YYYY-MM-DD)")
+    fresh: FreshnessPart = Field(description="tasks created after the release day (UTC): the model cannot have "
+                                             "seen them")
+    seen: FreshnessPart = Field(description="tasks created on or before the release day")
+    undated_tasks: int = Field(description="the arm's tasks without a creation date, in neither part")
+
+
 class SummaryDocument(_Document):
     """`leafcost summary RUN --json`."""
 
@@ -278,6 +300,10 @@ class SummaryDocument(_Document):
     decision: DecisionDocument | None = Field(None, description="the run's decision question and what it decided; "
                                                                 "null for a run without decide: (absent from a "
                                                                 "what-if stored by an older leafcost)")
+    freshness: list[ArmFreshness] | None = Field(
+        None, description="per arm with released: in the spec, its Avg@k and cost per resolved attempt on tasks "
+        "created after the release day and on the rest; null when no arm has a release date or no task a date "
+        "(absent from a what-if stored by an older leafcost)")
 
 
 class GridRow(_Document):
@@ -365,6 +391,9 @@ class CompareDocument(_Document):
                                                     "hosted")
     decision: DecisionDocument | None = Field(description="the run's decision question and what it decided; null "
                                                           "for a run without decide:")
+    freshness: list[ArmFreshness] | None = Field(description="both arms' fresh vs seen split, as in the summary "
+                                                             "document; null when neither arm has released: or "
+                                                             "no task has a date")
 
 
 DOCUMENTS: tuple[type[BaseModel], ...] = (SummaryDocument, CompareDocument, BreakevenDocument,

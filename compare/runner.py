@@ -9,6 +9,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -58,6 +59,8 @@ class RunSummary(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     reconciliation: list[Reconciliation] = Field(default_factory=list)
     decision: str | None = None  # a run with decide:, once stopped: the verdict line (decided or not, and why)
+    # per arm with released: in the spec, its figures on fresh and seen tasks (compare.freshness); added by the CLI
+    freshness: list[dict[str, Any]] | None = None
 
 
 ProgressCallback = Callable[[ArmProgress], None]
@@ -226,11 +229,13 @@ class Runner:
                                      "recorded as interrupted; their tokens stay in the ledger")
             await self._close_orphan_leases()
             await self.ledger.set_run_status(self.run_id, "running")
+            await self.ledger.record_task_dates(self.run_id, {t.task_id: t.created_at for t in tasks})
             return
         await self._close_orphan_leases()
         await self.ledger.create_run(self.run_id, self.spec, spec_sha256=self.spec_sha256,
                                      task_ids=[t.task_id for t in tasks],
                                      sandbox_options=self.options.model_dump(mode="json"))
+        await self.ledger.record_task_dates(self.run_id, {t.task_id: t.created_at for t in tasks})
         if self.plan is not None:
             await self.ledger.record_plan(self.run_id, self.plan)
 

@@ -142,8 +142,12 @@ class RunSpec(StrictModel):
 
     def digest(self) -> str:
         """The hash of what every episode depends on: not the decision question or the plan's priors (they decide
-        how many episodes run, not how one runs), so a resumed run may raise its budget."""
-        return hashlib.sha256(self.model_dump_json(exclude={"decide", "plan"}).encode()).hexdigest()
+        how many episodes run, not how one runs), so a resumed run may raise its budget. An arm's `released` is
+        hashed as its other descriptive fields (name, model) are, since a resume keeps the stored spec; left out when
+        unset, so runs started before the field existed still resume."""
+        unset = {i: {"released"} for i, arm in enumerate(self.arms) if arm.released is None}
+        exclude: dict[str, Any] = {"decide": True, "plan": True, **({"arms": unset} if unset else {})}
+        return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
 
 
 # Leaf's published settings (shared/reference/leaf.md): applied where the spec is silent.

@@ -34,6 +34,7 @@ from compare.costs import (
 from compare.arm_table import counted
 from compare.decision_record import run_decision
 from compare.documents import SummaryDocument, conforming
+from compare.freshness import ArmFigures, freshness_split
 from compare.ledger import RunRecord, fetch_rows
 from adapters.base import IMPOSSIBLE_USAGE
 from compare.pricing import UNPRICED_CALL_SQL
@@ -190,13 +191,16 @@ def summarize(conn, run_id: str, *, arms: list[str] | None = None, resamples: in
     facts = load_arms(conn, run, spec, arms, strict=strict)
     sandbox_price = sandbox_usd_per_vcpu_hour(spec, overrides)
     now = now or datetime.now(timezone.utc)
+    computed = [(f, *arm_summary_with_tables(f, sandbox_price, resamples=resamples, seed=seed, overrides=overrides,
+                                             now=now)) for f in facts]
     document = {"run_id": run.run_id, "run_status": run.status, "task_order": run.task_ids, "seeds": run.seeds,
                 "sandbox_usd_per_vcpu_hour": sandbox_price,
                 "bootstrap": {"resamples": resamples, "seed": seed, "unit": "task"},
                 "scenario": overrides.name if overrides is not None else None, "strict_grading": strict,
-                "arms": [arm_summary(f, sandbox_price, resamples=resamples, seed=seed, overrides=overrides, now=now)
-                         for f in facts],
-                "decision": run_decision(conn, run_id)}
+                "arms": [summary for _, summary, _ in computed],
+                "decision": run_decision(conn, run_id),
+                "freshness": freshness_split(conn, run.run_id, [freshness_figures(*arm) for arm in computed],
+                                             resamples=resamples, seed=seed)}
     return conforming(SummaryDocument, document)
 
 
@@ -279,6 +283,14 @@ def arm_summary_with_tables(facts: ArmFacts, sandbox_price: float, *, resamples:
         "sandbox_cost_reason": sandbox_reason,
     }
     return summary, ArmTables(tasks=tasks, n=n, c=c, cost=cost_by_task)
+
+
+def freshness_figures(facts: ArmFacts, summary: dict[str, Any], tables: ArmTables) -> ArmFigures:
+    """What compare.freshness splits of an arm: its per-task tables and why a figure is missing for all of them."""
+    stopped = configuration_stop(facts)
+    unpriced = summary["cost_per_resolved_attempt"].get("reason") if summary["cost_usd"]["total"] is None else None
+    return ArmFigures(arm=facts.arm, released=facts.spec.released, tables=tables, stopped=stopped,
+                      no_cost=stopped or unpriced)
 
 
 CONFIGURATION_STOP = "configuration_error"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 
 from sandbox.compose import load_compose
 from sandbox.protocol import BuildError
-from sandbox.tasks import Suite, Task, TaskConfig, TaskLoadError, unknown_keys
+from sandbox.tasks import Suite, Task, TaskConfig, TaskLoadError, parse_created_at, unknown_keys
 
 HOST_TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?\}", re.DOTALL)
 # Parts of a pydantic error location that name a member of a union (`str`, `ArtifactConfig`), not a key.
@@ -32,12 +33,13 @@ def load_harbor_task(path: Path) -> Task:
     if _readable(task_id) != task_id:  # it would reach the ledger, file names and the terminal: refused alike
         raise TaskFormatError(f"task {_readable(task_id)}: the folder's name is not valid UTF-8; rename it")
     raw, problems = _read_toml(path)
-    config = None
+    config, created_at = None, None
     if raw is not None:
         try:
             config = TaskConfig.model_validate(raw)
         except ValidationError as exc:
             problems += [f"task.toml: {problem}" for problem in _validation_problems(exc)]
+        created_at = _created_at(raw, problems)
     problems += _unsupported(path, raw or {})
     compose, compose_problems = load_compose(path)
     problems += compose_problems
@@ -45,7 +47,7 @@ def load_harbor_task(path: Path) -> Task:
     instruction = _instruction(path, problems)
     if problems or config is None:
         raise TaskFormatError(f"task {task_id}: " + "; ".join(problems))
-    task = _task(path, config, instruction, sorted(unknown_keys(raw)))
+    task = _task(path, config, instruction, sorted(unknown_keys(raw))).model_copy(update={"created_at": created_at})
     if compose is None:
         return task
     warnings = task.warnings + ([f"task {task_id}: environment/{compose.file} keys leafcost ignores: "
@@ -87,6 +89,18 @@ def _task(path: Path, config: TaskConfig, instruction: str, ignored: list[str]) 
         verifier_dockerfile=verifier_dockerfile if verifier_dockerfile.is_file() else None,
         warnings=[warning] if ignored else [],
     )
+
+
+def _created_at(raw: dict[str, Any], problems: list[str]) -> datetime | None:
+    """`[metadata] created_at`, which Harbor ignores and leafcost reads as the task's date (compare.freshness)."""
+    metadata = raw.get("metadata")
+    if not isinstance(metadata, dict):
+        return None
+    try:
+        return parse_created_at(metadata.get("created_at"))
+    except ValueError as exc:
+        problems.append(f"task.toml: metadata.created_at: {exc} (got {str(metadata['created_at'])[:80]!r})")
+        return None
 
 
 def _read_toml(path: Path) -> tuple[dict[str, Any] | None, list[str]]:

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sandbox import reward_hacking, swebench_grading
 from sandbox.harbor import TaskFormatError, load_harbor_task
-from sandbox.tasks import Suite, SuiteError, SWEBenchFacts, Task, TaskLoadError
+from sandbox.tasks import Suite, SuiteError, SWEBenchFacts, Task, TaskLoadError, parse_created_at
 
 VERIFIER_TIMEOUT_SEC = 1800.0  # SWE-bench's default per-instance evaluation timeout
 AGENT_TIMEOUT_SEC = 10800.0
@@ -67,6 +68,12 @@ class SWEBenchInstance(BaseModel):
     log_parser: str
     eval_type: str
     image_assets: Any = None
+    created_at: datetime | None = None  # when the issue was posted; the published datasets have it
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _lenient_date(cls, value: Any) -> datetime | None:
+        return parse_created_at(value)
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod
@@ -238,7 +245,7 @@ def _load_instance(instance: SWEBenchInstance, images: SWEBenchImages, cache_roo
         instance_id=instance.instance_id, repo=instance.repo, version=instance.version,
         image=instance_image(instance, images), log_parser=instance.log_parser, eval_type=instance.eval_type,
         fail_to_pass=instance.FAIL_TO_PASS, pass_to_pass=instance.PASS_TO_PASS,
-        test_files=reward_hacking.touched_paths(instance.test_patch))
+        test_files=reward_hacking.touched_paths(instance.test_patch), created_at=instance.created_at)
     directory = cache_root / f"{instance.instance_id}-{_content_hash(instance, facts)}"
     if not (directory / "task.toml").is_file():
         _materialize(instance, facts, directory)
@@ -247,7 +254,8 @@ def _load_instance(instance: SWEBenchInstance, images: SWEBenchImages, cache_roo
     except (TaskFormatError, OSError) as exc:
         raise _InstanceError(f"instance {instance.instance_id}: the generated task in {directory} does not load: "
                              f"{exc}") from None
-    return task.model_copy(update={"task_id": instance.instance_id, "source": "swebench", "swebench": facts})
+    return task.model_copy(update={"task_id": instance.instance_id, "source": "swebench", "swebench": facts,
+                                   "created_at": instance.created_at})
 
 
 def _materialize(instance: SWEBenchInstance, facts: SWEBenchFacts, directory: Path) -> None:

@@ -10,6 +10,7 @@ agent timeout_sec 10800 and verifier timeout_sec 600.
 from __future__ import annotations
 
 import re
+from datetime import date, datetime, time, timezone
 from pathlib import Path
 from types import UnionType
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin
@@ -285,6 +286,7 @@ class SWEBenchFacts(BaseModel):
     pass_to_pass: list[str]
     # the files the instance's test_patch touches: a model's patch that changes them is flagged (reward_hacking)
     test_files: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None  # the row's created_at (UTC): when the task's problem was posted
 
 
 class Task(BaseModel):
@@ -303,6 +305,9 @@ class Task(BaseModel):
     warnings: list[str] = Field(default_factory=list)  # task.toml keys Harbor does not know; Compose keys ignored
     compose: ComposeEnvironment | None = None  # environment/docker-compose.yaml: services beside the main container
     swebench: SWEBenchFacts | None = None  # a SWE-bench instance: graded on the patch alone, as SWE-bench grades it
+    # When the task was created (UTC): a SWE-bench row's created_at, a Harbor task's [metadata] created_at; None when
+    # it does not say. A model released before it cannot have seen it (compare.freshness).
+    created_at: datetime | None = None
 
     @property
     def environment(self) -> EnvironmentConfig:
@@ -335,6 +340,31 @@ class Suite(BaseModel):
     errors: list[TaskLoadError] = Field(default_factory=list)
 
 
+def parse_created_at(value: Any) -> datetime | None:
+    """A task's creation time as UTC, read leniently: ISO 8601 text ("2023-04-12T13:45:02Z", "2023-04-12 13:45",
+    "2023-04-12", with or without an offset; no offset means UTC), a TOML date or date-time, or a number of seconds
+    (milliseconds above 10^11, as pandas writes timestamps) since 1970. None or "" is no date; anything else is a
+    ValueError saying what is expected."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, datetime):
+        return _as_utc(value)
+    if isinstance(value, date):
+        return datetime.combine(value, time(), tzinfo=timezone.utc)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value / 1000 if abs(value) >= 1e11 else value
+        try:
+            return datetime.fromtimestamp(seconds, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError("out of range as seconds since 1970") from None
+    if isinstance(value, str):
+        try:
+            return _as_utc(datetime.fromisoformat(value.strip().replace("z", "Z")))
+        except ValueError:
+            pass
+    raise ValueError("not a date: give ISO 8601, e.g. 2023-04-12T13:45:02Z or 2023-04-12")
+
+
 def unknown_keys(data: Any, model: type[BaseModel] = TaskConfig, prefix: str = "") -> list[str]:
     """Dotted paths of the keys in `data` (parsed task.toml) that `model` does not declare, through every nested
     table and array of tables (`steps[0].colour`); free-form tables (metadata, env) are not looked into."""
@@ -358,6 +388,11 @@ def unknown_keys(data: Any, model: type[BaseModel] = TaskConfig, prefix: str = "
         else:
             found += unknown_keys(value, nested, f"{path}.")
     return found
+
+
+def _as_utc(moment: datetime) -> datetime:
+    """A time with no offset is taken as UTC (GitHub's and git's dates are)."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

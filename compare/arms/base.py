@@ -3,6 +3,8 @@ questions the runner, the summary, repricing and the API ask an arm instead of b
 
 from __future__ import annotations
 
+import re
+from datetime import date
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -87,6 +89,9 @@ class ArmSpec(StrictModel):
     leaf_checkout: str | None = Field(
         None, min_length=1, description="a FrogNano clone: send Leaf's own system prompt and tool descriptions, "
         "read from its frognano/harness/leaf/tools.py (never imported or run), instead of leafcost's words")
+    released: date | None = Field(
+        None, description="the model's release date (YYYY-MM-DD): the summary splits its figures into tasks created "
+        "after it, which the model cannot have seen, and the rest")
 
     @field_validator("base_url")
     @classmethod
@@ -96,6 +101,16 @@ class ArmSpec(StrictModel):
             raise ValueError("holds credentials (user:password@ or a key in the query); remove them and name the "
                              "environment variable that holds the key in api_key_env")
         return url
+
+    @field_validator("released", mode="before")
+    @classmethod
+    def _calendar_date(cls, value: Any) -> Any:
+        # pydantic would read a number as a timestamp and a date-time as its day: a release date is written as one
+        if value is None or type(value) is date:
+            return value
+        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
+            return value.strip()
+        raise ValueError(f"{str(value)[:40]!r} is not a date: write the release day as YYYY-MM-DD")
 
     def build_adapter(self) -> Adapter | None:
         """The adapter to its endpoint (imported lazily: litellm costs seconds); None when no model answers."""

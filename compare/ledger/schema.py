@@ -390,9 +390,24 @@ CREATE TABLE run_plans (
                           "wall time and interval widths; with decide:, the simulated tasks, dollars and decided "
                           "probability.",
 })
+# Each task of a run with its creation date, so the figures can be split by it against an arm's release date
+# (compare.freshness) without the suite at hand.
+_RUN_TASKS = """
+CREATE TABLE run_tasks (
+    run_id VARCHAR NOT NULL,
+    task_id VARCHAR NOT NULL,
+    created_at TIMESTAMPTZ,
+    PRIMARY KEY (run_id, task_id)
+);
+""" + _comments_sql({
+    "run_tasks": "One row per task of a run (runs.task_ids), written when the run starts or resumes.",
+    "run_tasks.created_at": "When the task was created: a SWE-bench row's created_at, a Harbor task's [metadata] "
+                            "created_at; NULL when the task does not say. A model released before it cannot have "
+                            "seen it.",
+})
 MIGRATIONS: list[str] = [_SCHEMA_V1, _comments_sql(_COMMENTS), _ROUTER_MODEL_COLUMNS, _CACHE_WRITE_COLUMN,
                          _SCENARIOS_TABLE, _LEASE_HEARTBEATS, _RUN_FAILED_STATUS, _CALL_INTENTS, _REWARD_HACKING,
-                         _ANSWER_TRUNCATED_COLUMN, _DECISION_LOOKS, _RUN_PLANS]
+                         _ANSWER_TRUNCATED_COLUMN, _DECISION_LOOKS, _RUN_PLANS, _RUN_TASKS]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 ARM_TOTALS_SQL = """

@@ -120,6 +120,19 @@ class Ledger:
                "leafcost_version": leafcost_version or installed_version(), "sandbox_options": _json(options)}
         await self._write("create_run", lambda batch: batch.append("runs", row))
 
+    async def record_task_dates(self, run_id: str, created_at: Mapping[str, datetime | None]) -> None:
+        """Each task of the run with its creation date (None: the task does not say); a resume writes them again,
+        so a run started before the table existed gets them too."""
+        task_ids, dates = list(created_at), [_utc(at) for at in created_at.values()]
+
+        def apply(batch: Batch) -> None:
+            if task_ids:  # one statement for the whole suite (unnest keeps the two lists in step)
+                batch.execute("INSERT INTO run_tasks (run_id, task_id, created_at) "
+                              "SELECT ?, unnest(?::VARCHAR[]), unnest(?::TIMESTAMPTZ[]) "
+                              "ON CONFLICT (run_id, task_id) DO UPDATE SET created_at = excluded.created_at",
+                              [run_id, task_ids, dates])
+        await self._write("record_task_dates", apply)
+
     async def set_strict_grading(self, run_id: str) -> None:
         """From now on the run's figures count flagged attempts (episodes.flagged) as not resolved."""
         def apply(batch: Batch) -> None:

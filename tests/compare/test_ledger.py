@@ -58,6 +58,7 @@ TABLE_COLUMNS = {
     "decision_looks": ["run_id", "look", "looked_at", "tasks", "total_tasks", "episodes", "spent_usd", "budget",
                        "result", "action", "reason", "unspent_episodes", "unspent_usd"],
     "run_plans": ["run_id", "made_at", "document"],
+    "run_tasks": ["run_id", "task_id", "created_at"],
     "call_intents": ["call_key", "run_id", "arm", "episode_id", "attempt", "model", "sent_at", "request_bytes",
                      "max_tokens", "bound_usd", "price_source", "router_spend_usd", "router_prompt_tokens",
                      "router_completion_tokens", "reconciled_at", "reconcile_note"],

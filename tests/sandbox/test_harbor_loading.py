@@ -3,6 +3,7 @@ but reported, every problem of a task at once, and what leafcost cannot honour r
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -463,3 +464,21 @@ def test_a_task_without_a_solution_is_invalid_before_anything_is_built_but_runs_
         asyncio.run(open_sandbox(task, options, solution=True))
     assert not (tmp_path / "cache" / "envs").exists()  # nothing was built for either
     assert asyncio.run(exec_once(task, options, "python3 -c 'import calc; print(calc.add(2, 3))'")).stdout == "-1\n"
+
+
+@pytest.mark.parametrize("written, read", [
+    ('"2023-04-12T13:45:02Z"', datetime(2023, 4, 12, 13, 45, 2, tzinfo=timezone.utc)),
+    ("2023-04-12T15:45:02+02:00", datetime(2023, 4, 12, 13, 45, 2, tzinfo=timezone.utc)),  # a TOML date-time
+    ("2023-04-12", datetime(2023, 4, 12, tzinfo=timezone.utc)),  # a TOML date
+    (None, None)])
+def test_metadata_created_at_is_the_tasks_date(tmp_path, written, read):
+    dated = f'difficulty = "easy"\ncreated_at = {written}' if written is not None else 'difficulty = "easy"'
+    make_task(tmp_path, "dated", toml=GOOD_TOML.replace('difficulty = "easy"', dated))
+    assert load_harbor_task(tmp_path / "dated").created_at == read
+
+
+def test_a_malformed_created_at_is_refused_naming_the_field(tmp_path):
+    make_task(tmp_path, "undatable", toml=GOOD_TOML.replace('difficulty = "easy"', 'created_at = "the day before"'))
+    with pytest.raises(TaskFormatError, match=r"task undatable: task.toml: metadata.created_at: not a date: give "
+                                              r"ISO 8601, .* \(got 'the day before'\)"):
+        load_harbor_task(tmp_path / "undatable")

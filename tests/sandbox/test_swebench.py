@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tomllib
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,9 @@ def test_a_row_becomes_a_task_in_its_own_image_with_a_separate_verifier(tmp_path
                                           image=task.environment.docker_image, log_parser="parse_log_pytest",
                                           eval_type="pass_and_fail", fail_to_pass=["tests/test_calc.py::test_add"],
                                           pass_to_pass=["tests/test_calc.py::test_sub"],
-                                          test_files=["tests/test_calc.py"])  # the test_patch's files
+                                          test_files=["tests/test_calc.py"],  # the test_patch's files
+                                          created_at=datetime(2024, 1, 1, tzinfo=timezone.utc))
+    assert task.created_at == task.swebench.created_at
     metadata = tomllib.loads((task.path / "task.toml").read_text())["metadata"]
     assert metadata["swebench"] == "5.0.2" and metadata["base_commit"] == BASE
     script = (task.tests_dir / "eval.sh").read_text()
@@ -80,6 +83,28 @@ def test_a_row_from_before_swebench_5_is_refused_with_what_to_do(tmp_path):
     error = error_of(tmp_path, eval_script=None, log_parser=None, image=None, eval_type=None)
     assert "acme__calc-7" in error and "no eval_script and no log_parser" in error
     assert "before swebench 5.0" in error and "SWE-bench/SWE-bench_Verified" in error
+
+
+@pytest.mark.parametrize("written, read", [
+    ("2023-04-12T13:45:02Z", datetime(2023, 4, 12, 13, 45, 2, tzinfo=timezone.utc)),  # the published datasets
+    ("2023-04-12T15:45:02+02:00", datetime(2023, 4, 12, 13, 45, 2, tzinfo=timezone.utc)),
+    ("2023-04-12 13:45:02", datetime(2023, 4, 12, 13, 45, 2, tzinfo=timezone.utc)),  # no offset: UTC
+    ("2023-04-12", datetime(2023, 4, 12, tzinfo=timezone.utc)),
+    (1681307102000, datetime(2023, 4, 12, 13, 45, 2, tzinfo=timezone.utc)),  # pandas' epoch milliseconds
+    (None, None), ("", None)])
+def test_a_row_keeps_its_created_at_as_utc_read_leniently(tmp_path, written, read):
+    task = load_rows(tmp_path, row(created_at=written) if written is not None else
+                     {k: v for k, v in row().items() if k != "created_at"}).tasks[0]
+    assert task.created_at == read and task.swebench.created_at == read
+
+
+def test_a_malformed_created_at_is_that_rows_load_error_naming_the_field(tmp_path):
+    suite = load_rows(tmp_path, row(instance_id="acme__calc-8", created_at="sometime in april"), row())
+    assert [task.task_id for task in suite.tasks] == ["acme__calc-7"]
+    (error,) = suite.errors
+    assert error.task_id == "acme__calc-8"
+    assert "acme__calc-8 (line 1): created_at: not a date: give ISO 8601" in error.error
+    assert "'sometime in april'" in error.error
 
 
 def test_an_unknown_log_parser_names_the_field(tmp_path):
