@@ -99,11 +99,14 @@ def test_the_export_loads_as_a_harbor_task_with_the_row_s_facts(exported):
     assert sorted(p.name for p in exported.parent.iterdir()) == [SRCLAYOUT]  # no staging directory left
 
 
-def test_created_at_is_written_in_utc_and_a_date_without_a_zone_is_refused(tmp_path):
+def test_created_at_is_written_in_utc_and_a_date_without_a_zone_is_read_as_utc(tmp_path):
     task = write_harbor_task(mined(created_at="2024-02-01T10:30:00+01:00"), tmp_path / "a")
     assert load_harbor_task(task).config.metadata["created_at"] == "2024-02-01T09:30:00Z"
+    # as the SWE-bench loader reads the published datasets' created_at (sandbox.tasks.parse_created_at)
+    task = write_harbor_task(mined(created_at="2024-02-01T10:30:00"), tmp_path / "b")
+    assert load_harbor_task(task).config.metadata["created_at"] == "2024-02-01T10:30:00Z"
     with pytest.raises(ValueError, match="created_at"):
-        write_harbor_task(mined(created_at="2024-02-01T10:30:00"), tmp_path / "b")
+        write_harbor_task(mined(created_at="the second of February"), tmp_path / "c")
 
 
 @pytest.mark.parametrize(("changes", "named"), [
