@@ -33,6 +33,7 @@ class CandidateResult(BaseModel):
     instruction_source: str | None = None
     built: bool = False  # its environment was detected and built (what --limit counts)
     seconds: float = 0.0
+    build_seconds: float = 0.0  # of `seconds`, building its env and instance images (0 when found built)
 
 
 class MiningReport(BaseModel):

@@ -247,3 +247,30 @@ def test_flaky_tests_are_dropped_and_counted_through_the_cli(container_images, t
     assert json.loads(row["FAIL_TO_PASS"]) == ["tests/test_slug.py::test_collapses_spaces"]
     assert "tests/test_slug.py::test_flaky" not in row["PASS_TO_PASS"]
     assert len(opened) == 12  # 3 before and 3 after, for each of the two candidates
+
+
+def test_describe_with_an_arm_writes_the_statement_through_the_cli(container_images, tmp_path, monkeypatch):
+    """--describe-with ARM --spec SPEC: the arm (a router arm against the scripted OpenAI-protocol server) writes the
+    kept task's statement, which the row records with its source; the solution never reaches the server."""
+    from support.sglang_fake import ScriptedServer
+
+    ensure_mining_base_image()
+    repo = make_repo(tmp_path / "describe", history()[:2])
+    statement = "slugify gives two dashes for two spaces\n\n`slugify('a  b')` returns 'a--b'; I expected 'a-b'."
+    monkeypatch.setenv("LEAFCOST_TEST_MINE_KEY", "sk-mine-test-0123456789")
+    script = {"model": "writer-model", "auth": "Bearer sk-mine-test-0123456789",
+              "turns": [{"content": statement, "usage": {"prompt_tokens": 900, "completion_tokens": 60}}]}
+    with ScriptedServer(script) as server:
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(json.dumps({"name": "mine", "suite": "unused", "arms": [
+            {"name": "writer", "adapter": "router", "model": "writer-model", "base_url": server.base_url,
+             "api_key_env": "LEAFCOST_TEST_MINE_KEY", "max_retries": 0, "prices": {"input": 1.0, "output": 4.0}}]}))
+        out = tmp_path / "out"
+        done = subprocess.run([str(LEAFCOST), "mine", str(repo), "--out", str(out), "--describe-with", "writer",
+                               "--spec", str(spec), "--json"], capture_output=True, text=True, timeout=900)
+        sent = json.dumps(server.chat_bodies)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [row] = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
+    assert row["problem_statement"] == statement and row["instruction_source"] == "model:writer"
+    assert "'-'.join" not in sent and "test_collapses_spaces" in sent  # the failing test was shown, not the fix
+    assert "sk-mine-test" not in (out / "report.json").read_text() + (out / "tasks.jsonl").read_text()
