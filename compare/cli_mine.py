@@ -117,9 +117,15 @@ async def _with_progress(options, sandbox, describe_spec, describe_arm: str | No
             describer = await stack.enter_async_context(Describer(describe_spec, describe_arm))
 
             async def describe(candidate, fail_to_pass):
-                written = await describer.describe(message=candidate.message, fail_to_pass=fail_to_pass,
-                                                   test_patch=candidate.test_patch, patch=candidate.patch)
-                return written.text, written.source
+                from compare.mine_describe import NoStatement
+
+                try:
+                    written = await describer.describe(message=candidate.message, fail_to_pass=fail_to_pass,
+                                                       test_patch=candidate.test_patch, patch=candidate.patch)
+                except NoStatement as refused:  # the report keeps what the refused call cost
+                    refused.spent = _spent(refused.usage, refused.cost_usd)
+                    raise
+                return written.text, written.source, _spent(written.usage, written.cost_usd)
 
         with Progress(*columns, console=Console(stderr=True), transient=True) as progress:  # the summary follows
             bar = progress.add_task("mine", total=None, repo=clean(str(options.repository)), last="scanning")
@@ -132,6 +138,10 @@ async def _with_progress(options, sandbox, describe_spec, describe_arm: str | No
                 progress.update(bar, advance=1, last=f"{result.sha[:12]}: {said}")
 
             return await run_mining(options, sandbox, describe=describe, on_result=done, on_scanned=scanned)
+
+
+def _spent(usage, cost_usd: float | None) -> dict:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "cost_usd": cost_usd}
 
 
 def _print_summary(report, out: Path) -> None:
@@ -149,6 +159,8 @@ def _print_summary(report, out: Path) -> None:
                        f"PASS_TO_PASS ({shown(result.subject[:60])})")
         else:
             typer.echo(f"  dropped {result.sha[:12]} ({result.reason}): {shown((result.detail or '')[:100])}")
+    if summary["describe_usd"] is not None:
+        typer.echo(f"--describe-with's calls cost ${summary['describe_usd']:.4f}")
     if report.limit_reached:
         typer.echo(f"stopped at --limit: {summary['built']} candidates built and tested; older ones not looked at")
     typer.echo(f"tasks: {out / 'tasks.jsonl'}  report: {out / 'report.json'}")

@@ -1,8 +1,8 @@
 """The base images the container tests name, made on this machine from Debian's packages, because no image
 registry is reachable here or in CI: `localhost/debian:bookworm` (debootstrap, then `podman import`) and one
 toolchain image built from it and tagged with every name the tests' Dockerfiles use in `FROM`, and the base of
-the SWE-bench-like instance images (tests/swebench_images.py builds those on it), and the stand-in for
-python:3.11-slim-bookworm that the mining tests' projects start from.
+the SWE-bench-like instance images (tests/swebench_images.py builds those on it), and the stand-ins for
+python:3.11-slim-bookworm and node:18-bookworm-slim that the mining tests' projects start from.
 The toolchain image is a stand-in: Debian's python3 3.11 for python:3.11(-slim) (and python:3.13-slim), nodejs 18 for
 node:20-slim.
 
@@ -38,6 +38,9 @@ SWEBENCH_BASE_DOCKERFILE = Path(__file__).parent / "images" / "swebench" / "Dock
 MINING_BASE_IMAGE = "localhost/leafcost-test/mining-base:bookworm"
 MINING_BASE_ALIASES = ("docker.io/library/python:3.11-slim-bookworm",)  # the base leafcost mine picks for 3.11
 MINING_BASE_DOCKERFILE = Path(__file__).parent / "images" / "mining" / "Dockerfile"
+MINING_NODE_BASE_IMAGE = "localhost/leafcost-test/mining-node-base:bookworm"
+MINING_NODE_BASE_ALIASES = ("docker.io/library/node:18-bookworm-slim",)  # the base leafcost mine picks for Node 18
+MINING_NODE_BASE_DOCKERFILE = Path(__file__).parent / "images" / "mining-node" / "Dockerfile"
 DOCKERFILE_LABEL = "leafcost.test.dockerfile-sha256"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 # Podman's default limits for open files and processes exceed the hard limit some hosts allow (setrlimit fails).
@@ -93,6 +96,15 @@ def ensure_mining_base_image() -> str:
     ensure_base_image()
     _ensure_built(MINING_BASE_IMAGE, MINING_BASE_ALIASES, MINING_BASE_DOCKERFILE)
     return MINING_BASE_ALIASES[0]
+
+
+def ensure_mining_node_base_image() -> str:
+    """The stand-in for node:18-bookworm-slim, the base `leafcost mine` gives a Node 18 project: Debian's nodejs 18
+    and git. Built from tests/images/mining-node/Dockerfile, again only when that file's text has changed; returns
+    the name a mined env image's FROM uses."""
+    ensure_base_image()
+    _ensure_built(MINING_NODE_BASE_IMAGE, MINING_NODE_BASE_ALIASES, MINING_NODE_BASE_DOCKERFILE)
+    return MINING_NODE_BASE_ALIASES[0]
 
 
 def _ensure_built(image: str, aliases: tuple[str, ...], dockerfile: Path) -> str:

@@ -1,4 +1,4 @@
-"""The buyer's `--env-hint` file: what leafcost cannot read from a repository (its Python, a base image, system
+"""The buyer's `--env-hint` file: what leafcost cannot read from a repository (its Python or Node, a base image, system
 packages, the install and test commands, plain environment variables), in YAML or TOML."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class EnvHint(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     python: str | None = Field(None, pattern=r"^3\.\d{1,2}$", description="CPython minor, e.g. '3.11'")
+    node: str | None = Field(None, pattern=r"^\d{1,2}$", description="Node major, e.g. '20' (a Node project)")
     base_image: str | None = None  # the env image's FROM; default docker.io/library/python:<python>-slim-bookworm
     system_packages: list[str] = Field(default_factory=list)  # Debian package names, installed with apt when missing
     install: list[str] | None = None  # shell commands run in /testbed, replacing every detected install step

@@ -6,7 +6,13 @@ committed on top of the base commit, so a captured patch shows only the agent's 
 Network: every step may reach the internet through the build's namespace (pip through the host's CA bundle when one
 is given). A step whose requirements the base image already satisfies needs no index: pip finds them installed, and
 the project is built with `--no-build-isolation` from the build backend the env image holds. Without network any
-step that must fetch fails, and the candidate is dropped as install_failed with that step's output."""
+step that must fetch fails, and the candidate is dropped as install_failed with that step's output.
+
+A Node project's env image installs its dependencies into /testbed/node_modules from package.json and its lockfile
+alone (npm ci, or npm install without a lockfile; nothing, and no npm, when nothing is declared); the instance image
+copies the tree over that /testbed, so node_modules sits where npx, jest, vitest and Node's own resolution look for
+it, and the tree ignores node_modules (a `/node_modules/` line added to its .gitignore in the set-up commit when it
+does not already) so a captured patch never holds it."""
 
 from __future__ import annotations
 
@@ -34,6 +40,9 @@ DEPS_DIR = "/tmp/leafcost-deps"
 CA_ARGS = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO")
 BUILD_ARGS = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_ROOT_USER_ACTION": "ignore",
               "DEBIAN_FRONTEND": "noninteractive"}
+NODE_CA_ARGS = ("NODE_EXTRA_CA_CERTS", "npm_config_cafile", "GIT_SSL_CAINFO")
+NODE_BUILD_ARGS = {"npm_config_audit": "false", "npm_config_fund": "false", "npm_config_update_notifier": "false",
+                   "DEBIAN_FRONTEND": "noninteractive"}
 # git on the image's own copy of the tree: no hook, no fsmonitor, no signing, a fixed identity.
 _GIT = ("git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false -c commit.gpgsign=false "
         "-c user.name=leafcost -c user.email=leafcost@localhost")
@@ -78,6 +87,8 @@ def env_image_tag(facts: ProjectFacts, repo: str) -> str:
 def env_dockerfile(facts: ProjectFacts, *, ca: bool) -> str:
     """The env image: the base, git and the system packages it lacks, a venv over the base's packages on every
     shell's PATH (the agent's login shell too), the dependency installs, pytest when nothing provided it."""
+    if facts.kind == "node":
+        return _node_env_dockerfile(facts, ca=ca)
     lines = [f"# leafcost mine: the environment of every candidate with this dependency set ({facts.kind} "
              f"{facts.python})", f"FROM {facts.base_image}", *_build_args(ca)]
     lines.append(f"RUN {_system_packages(facts.system_packages)}")
@@ -95,18 +106,42 @@ def env_dockerfile(facts: ProjectFacts, *, ca: bool) -> str:
 def instance_dockerfile(env_image: str, facts: ProjectFacts, *, ca: bool) -> str:
     """The instance image: the env image, the tree at /testbed, each install step, then one set-up commit holding
     whatever the install left (empty when it left nothing), dated as the base commit."""
-    lines = ["# leafcost mine: one candidate at its base commit", f"FROM {env_image}", *_build_args(ca),
+    lines = ["# leafcost mine: one candidate at its base commit", f"FROM {env_image}", *_build_args(ca, facts.kind),
              f"COPY tree/ {WORKDIR}/", f"WORKDIR {WORKDIR}"]
     lines += [f"RUN {step}" for step in facts.install]
-    lines.append(f"RUN rm -rf {BUILD_DIR} && {_setup_commit()}")
+    ignore = f"{_ignore_node_modules()} \\\n && " if facts.kind == "node" else ""
+    lines.append(f"RUN rm -rf {BUILD_DIR} && {ignore}{_setup_commit()}")
     return "\n".join(lines) + "\n"
 
 
-def _build_args(ca: bool) -> list[str]:
-    lines = [f"ARG {name}={value}" for name, value in BUILD_ARGS.items()]
+def _node_env_dockerfile(facts: ProjectFacts, *, ca: bool) -> str:
+    """A Node project's env image: the base, git and the system packages it lacks, the dependencies installed into
+    /testbed/node_modules from package.json and the lockfile (the tree is copied over them in the instance)."""
+    lines = [f"# leafcost mine: the environment of every candidate with this dependency set (node {facts.node})",
+             f"FROM {facts.base_image}", *_build_args(ca, "node"), f"RUN {_system_packages(facts.system_packages)}"]
+    lines += [f"ENV {name}={_quoted(value)}" for name, value in sorted(facts.env.items())]
+    if facts.dependency_files:
+        lines += [f"COPY deps/ {WORKDIR}/", f"WORKDIR {WORKDIR}"]
+    lines += [f"RUN {step}" for step in facts.env_install]
+    lines += ["WORKDIR /", f"RUN rm -rf {BUILD_DIR}"]
+    return "\n".join(lines) + "\n"
+
+
+def _build_args(ca: bool, kind: str = "python") -> list[str]:
+    values, ca_names = (NODE_BUILD_ARGS, NODE_CA_ARGS) if kind == "node" else (BUILD_ARGS, CA_ARGS)
+    lines = [f"ARG {name}={value}" for name, value in values.items()]
     if ca:
-        lines += [f"COPY ca.pem {BUILD_DIR}/ca.pem", *(f"ARG {name}={BUILD_DIR}/ca.pem" for name in CA_ARGS)]
+        lines += [f"COPY ca.pem {BUILD_DIR}/ca.pem", *(f"ARG {name}={BUILD_DIR}/ca.pem" for name in ca_names)]
     return lines
+
+
+def _ignore_node_modules() -> str:
+    """node_modules ignored by the tree itself (a capture reads only the tree's .gitignore files): a `/node_modules/`
+    line appended to .gitignore when it does not ignore it yet (a .gitignore that is a link is left alone, and a
+    `*` in node_modules/.gitignore ignores the directory instead)."""
+    return (f"if [ -d node_modules ] && ! {_GIT} check-ignore -q node_modules; then \\\n "
+            "if [ -L .gitignore ]; then printf '*\\n' > node_modules/.gitignore; "
+            "else printf '\\n/node_modules/\\n' >> .gitignore; fi; fi")
 
 
 def _system_packages(packages: list[str]) -> str:

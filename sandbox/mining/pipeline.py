@@ -31,8 +31,9 @@ BUILD_TIMEOUT_SEC = 1800.0
 LOGS_DIR = "logs"
 HARBOR_DIR = "harbor"
 # The model that writes a problem statement from a candidate and its failing tests (compare's --describe-with):
-# returns (statement, source). sandbox/ never calls a model itself.
-Describer = Callable[[Candidate, list[str]], Awaitable[tuple[str, str]]]
+# returns (statement, source, what the call spent: {"prompt_tokens", "completion_tokens", "cost_usd"}). A Dropped
+# it raises may carry `spent` too. sandbox/ never calls a model itself.
+Describer = Callable[[Candidate, list[str]], Awaitable[tuple[str, str, dict]]]
 
 
 class MineOptions(BaseModel):
@@ -118,6 +119,7 @@ async def _one(candidate: Candidate, options: MineOptions, sandbox: SandboxOptio
                                                 result)
     except Dropped as exc:
         result.reason, result.detail = exc.reason, str(exc)
+        result.describe_spent = getattr(exc, "spent", None)
         if exc.log:
             result.log = _write_log(options.out, candidate.sha, exc.reason, exc.log)
     except MiningError:
@@ -144,41 +146,37 @@ async def _mined_row(candidate: Candidate, options: MineOptions, sandbox: Sandbo
     if not statement.strip() and describe is None:
         raise Dropped("thin_message", "nothing of the commit message is left to describe the problem once its "
                       "trailers are removed")
-    modules = test_modules(candidate.test_files)
-    if not modules:
-        raise Dropped("tests_not_found", "the commit changes no test module pytest collects (test_*.py, *_test.py): "
-                      + ", ".join(candidate.test_files[:5]))
     if describe is None and (quoted := instruction.leaks(statement, candidate.patch)):
         raise Dropped("leaky_instruction", f"the commit message quotes the fix: {quoted[:120]!r}")
     with tempfile.TemporaryDirectory(prefix="leafcost-mine-") as scratch:
         tree = Path(scratch) / "repo"
         await asyncio.to_thread(export_at, options.repository, candidate.parent, tree)
         facts = environment.detect_project(tree, candidate.committed_at, hint)
+        modules = facts.runnable_tests(candidate.test_files)  # which files run depends on the project's runner
+        if not modules:
+            raise Dropped("tests_not_found", f"the commit changes none of the {facts.test_files_described()}: "
+                          + ", ".join(candidate.test_files[:5]))
         result.built = True
+        building = time.monotonic()
         image = await images.build_instance_image(sandbox.backend, facts, tree, instance_id,
                                                    ca_bundle=options.ca_bundle, timeout=BUILD_TIMEOUT_SEC,
                                                    repo=repo_name)
     result.image = image
+    result.build_seconds = round(time.monotonic() - building, 3)
     script = validation.eval_script(candidate.parent, modules, candidate.test_patch, facts.test_command)
     fields = dict(instance_id=instance_id, repo=repo_name, base_commit=candidate.parent, patch=candidate.patch,
                   test_patch=candidate.test_patch, problem_statement=statement,
-                  created_at=candidate.committed_at, version=facts.python, image=image, eval_script=script,
+                  created_at=candidate.committed_at, version=facts.version, image=image, eval_script=script,
                   log_parser=facts.log_parser, mined_from=candidate.sha, instruction_source="commit-message")
     outcome = await validation.classify(validation.probe_row(**fields), sandbox, runs=options.runs)
     source = "commit-message"
     if describe is not None:
-        statement, source = await describe(candidate, outcome.fail_to_pass)
+        statement, source, result.describe_spent = await describe(candidate, outcome.fail_to_pass)
         if quoted := instruction.leaks(statement, candidate.patch):
             raise Dropped("leaky_instruction", f"the statement {source} wrote quotes the fix: {quoted[:120]!r}")
     fields.update(problem_statement=statement, instruction_source=source)
     row = validation.mined_row(**fields, fail_to_pass=outcome.fail_to_pass, pass_to_pass=outcome.pass_to_pass)
     return row, outcome, source
-
-
-def test_modules(test_files: list[str]) -> list[str]:
-    """The changed test files pytest collects by default (test_*.py, *_test.py): a conftest.py or a data file named
-    on pytest's command line makes it run nothing."""
-    return [path for path in test_files if re.fullmatch(r"test_.*\.py|.*_test\.py", Path(path).name)]
 
 
 def _harbor_task(row: dict, directory: Path) -> str | None:

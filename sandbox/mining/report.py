@@ -32,6 +32,7 @@ class CandidateResult(BaseModel):
     flaky_tests: int = 0
     instruction_source: str | None = None
     built: bool = False  # its environment was detected and built (what --limit counts)
+    describe_spent: dict | None = None  # --describe-with's call: prompt_tokens, completion_tokens, cost_usd
     seconds: float = 0.0
     build_seconds: float = 0.0  # of `seconds`, building its env and instance images (0 when found built)
 
@@ -65,7 +66,15 @@ class MiningReport(BaseModel):
         return {"commits_seen": self.commits_seen, "candidates": len(self.candidates), "kept": self.kept,
                 "dropped": {**self.scan_dropped, **_added(self.scan_dropped, self.dropped())},
                 "flaky_tests": sum(result.flaky_tests for result in self.candidates),
-                "built": sum(result.built for result in self.candidates), "limit_reached": self.limit_reached}
+                "built": sum(result.built for result in self.candidates), "limit_reached": self.limit_reached,
+                "describe_usd": _describe_usd(self.candidates)}
+
+
+def _describe_usd(results: list[CandidateResult]) -> float | None:
+    """What --describe-with's calls cost in all (None when no call was priced)."""
+    costs = [spent.get("cost_usd") for result in results if (spent := result.describe_spent)]
+    priced = [cost for cost in costs if cost is not None]
+    return round(sum(priced), 6) if priced else None
 
 
 def _added(first: dict[str, int], second: dict[str, int]) -> dict[str, int]:

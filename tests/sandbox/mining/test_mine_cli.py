@@ -272,5 +272,9 @@ def test_describe_with_an_arm_writes_the_statement_through_the_cli(container_ima
     assert done.returncode == 0, done.stderr[-2000:]
     [row] = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
     assert row["problem_statement"] == statement and row["instruction_source"] == "model:writer"
+    [kept] = [result for result in json.loads((out / "report.json").read_text())["candidates"] if result["kept"]]
+    assert kept["describe_spent"] == {"prompt_tokens": 900, "completion_tokens": 60,
+                                      "cost_usd": pytest.approx(900 * 1.0 / 1e6 + 60 * 4.0 / 1e6)}
+    assert json.loads(done.stdout)["describe_usd"] == pytest.approx(900 * 1.0 / 1e6 + 60 * 4.0 / 1e6)
     assert "'-'.join" not in sent and "test_collapses_spaces" in sent  # the failing test was shown, not the fix
     assert "sk-mine-test" not in (out / "report.json").read_text() + (out / "tasks.jsonl").read_text()

@@ -147,11 +147,10 @@ def test_nothing_to_detect_and_no_hint_is_dropped(tmp_path):
     assert "--env-hint" in str(caught.value)
 
 
-def test_node_projects_are_dropped_as_not_mined_yet(tmp_path):
-    tree = tree_of(tmp_path, {"package.json": '{"scripts": {"test": "jest"}}'})
-    with pytest.raises(Dropped, match="Node projects are not mined yet") as caught:
-        detect_project(tree, LATE_2024, None)
-    assert caught.value.reason == "no_project"
+def test_a_python_project_with_a_package_json_is_mined_as_python(tmp_path):
+    # Node projects are mined too (test_mine_node.py); Python's files come first when a tree has both.
+    tree = tree_of(tmp_path, {"pyproject.toml": PYPROJECT, "package.json": '{"scripts": {"test": "jest"}}'})
+    assert detect_project(tree, LATE_2024, None).kind == "python"
 
 
 def test_a_hint_overrides_and_its_install_replaces_every_detected_step(tmp_path):

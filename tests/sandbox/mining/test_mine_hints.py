@@ -39,7 +39,7 @@ def test_unknown_keys_are_named_with_the_known_ones(tmp_path):
     path = write(tmp_path, "hint.yaml", "python: '3.11'\ninstal: [x]\ntests: pytest\n")
     with pytest.raises(MiningError) as caught:
         load_env_hint(path)
-    assert str(caught.value) == (f"hint file {path}: unknown key(s) instal, tests (known: python, base_image, "
+    assert str(caught.value) == (f"hint file {path}: unknown key(s) instal, tests (known: python, node, base_image, "
                                  "system_packages, install, test_command, env)")
 
 
