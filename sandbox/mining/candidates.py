@@ -1,9 +1,11 @@
 """Candidate tasks from a repository's history: commits that change code and tests, split into SWE-bench's `patch`
 (non-test files) and `test_patch` (test files), and every other commit with the rule it failed.
 
-The split follows SWE-bench's collection (`swebench.collect.utils.extract_patches`): a file is a test file when its
-path contains "test" or "e2e" (which covers "tests" and "testing"), case-sensitive, anywhere in the path, so
-`conftest.py`, `pytest.ini` and `src/contest.py` count as test files as they do there. Paths come from a diff
+The split is SWE-bench's (`swebench.collect.utils.extract_patches`: non-test files in `patch`, test files in
+`test_patch`), but a file is a test file when it lies under a test directory (tests/, testing/, e2e/, __tests__/,
+spec/) or is named as a test (test_*.py, *_test.py, tests.py, conftest.py, *.test.js, *.spec.ts, *_test.go, ...),
+not whenever its path contains "test" as there: that rule hides library code (src/flask/testing.py) and CI files
+(.github/workflows/tests.yaml) in the test patch, where the agent never sees them. Paths come from a diff
 without rename detection, so a renamed file's old and new paths are judged (and listed) each on its own. The rules,
 in the order a commit meets them (the first one failed is its drop reason):
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, time, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel
 
@@ -31,7 +33,11 @@ from sandbox.mining.git_history import (CommitInfo, GitCommand, GitFailed, chang
 
 MAX_FILES = 15
 MIN_WORDS = 3
-TEST_WORDS = ("test", "e2e")  # SWE-bench's list ("test", "tests", "e2e", "testing") without the words it implies
+# A test file: under a directory of these names, or named like a test in the languages mined. SWE-bench's own
+# collection takes any path containing "test" or "e2e", which puts library code (flask's src/flask/testing.py, click's
+# testing.py) and CI files (.github/workflows/tests.yaml) into the test patch, so the agent never sees that code.
+TEST_DIRECTORIES = frozenset({"test", "tests", "testing", "e2e", "__tests__", "spec", "specs"})
+TEST_NAME = re.compile(r"(test_.*|.*_test|tests?|conftest)\.py|.*\.(test|spec)\.[cm]?[jt]sx?|.*_test\.go|.*_spec\.rb")
 # Subjects that say nothing about a problem, matched at the start of the subject, case-insensitive.
 THIN_SUBJECTS = re.compile(r"^(wip\b|fix(ed|es)? (a |some )?typos?\b|bump (the )?version\b|merge branch\b"
                            r"|update readme\b)", re.IGNORECASE)
@@ -64,8 +70,9 @@ class Scan(BaseModel):
 
 
 def is_test_file(path: str) -> bool:
-    """SWE-bench's rule for putting a file into `test_patch`."""
-    return any(word in path for word in TEST_WORDS)
+    """Whether `path` goes into the test patch: a file under a test directory, or named as a test."""
+    *directories, name = PurePosixPath(path).parts
+    return bool(TEST_DIRECTORIES.intersection(directories)) or TEST_NAME.fullmatch(name) is not None
 
 
 def scan(repository: Path, *, since: date | None = None, until: date | None = None, paths: list[str] | None = None,

@@ -59,9 +59,14 @@ def test_a_bug_fix_with_its_test_is_a_candidate_split_as_swebench_splits_it(tmp_
 
 @pytest.mark.parametrize(("path", "is_test"), [
     ("tests/test_calc.py", True), ("pkg/testing/util.py", True), ("e2e/login.spec.js", True),
-    ("conftest.py", True), ("src/contest.py", True), ("src/calc.py", False), ("docs/Tests.md", False),
+    ("conftest.py", True), ("src/calc_test.py", True), ("app/tests.py", True), ("web/button.test.tsx", True),
+    ("src/__tests__/a.js", True), ("tests/data/fixture.json", True), ("pkg/handler_test.go", True),
+    ("src/contest.py", False), ("src/calc.py", False), ("docs/Tests.md", False),
+    # SWE-bench's substring rule takes these, hiding library code and CI files from the agent in the test patch
+    ("src/flask/testing.py", False), (".github/workflows/tests.yaml", False), ("requirements/tests.txt", False),
+    ("src/latest.py", False),
 ])
-def test_a_test_file_is_a_path_containing_a_swebench_test_word(path, is_test):
+def test_a_test_file_is_under_a_test_directory_or_named_as_a_test(path, is_test):
     assert is_test_file(path) is is_test
 
 
