@@ -66,13 +66,25 @@ async def build_instance_image(engine_name: str, facts: ProjectFacts, tree: Path
         raise MiningError(f"CA bundle {ca_bundle}: no such file (give the host's bundle, e.g. "
                           "/etc/ssl/certs/ca-certificates.crt)")
     env_tag = env_image_tag(facts, repo or _repository_of(instance_id))
-    await _ensure(engine, env_tag, env_dockerfile(facts, ca=ca_bundle is not None),
-                  _env_files(facts), ca_bundle, timeout, "env image")
+    if (failed := _FAILED_ENVS.get(env_tag)) is not None:  # the same dependency set, built once: not again
+        raise Dropped("install_failed", f"{failed} (the same dependency set failed for an earlier candidate; not "
+                      "retried)", log=failed.log)
+    try:
+        await _ensure(engine, env_tag, env_dockerfile(facts, ca=ca_bundle is not None),
+                      _env_files(facts), ca_bundle, timeout, "env image")
+    except Dropped as exc:
+        _FAILED_ENVS[env_tag] = exc
+        raise
     instance_text = instance_dockerfile(env_tag, facts, ca=ca_bundle is not None)
     key = await asyncio.to_thread(_instance_key, env_tag, facts, Path(tree))  # reads the whole tree
     tag = f"{MINED_REPOSITORY}/{repository_name(instance_id)}:{key}"
     await _ensure(engine, tag, instance_text, {"tree": Path(tree)}, ca_bundle, timeout, "instance image")
     return tag
+
+
+# Env images whose build failed in this process, by tag: every later candidate with that dependency set is dropped
+# with the first failure's line and log instead of building it again.
+_FAILED_ENVS: dict[str, Dropped] = {}
 
 
 def env_image_tag(facts: ProjectFacts, repo: str) -> str:

@@ -278,3 +278,27 @@ def test_describe_with_an_arm_writes_the_statement_through_the_cli(container_ima
     assert json.loads(done.stdout)["describe_usd"] == pytest.approx(900 * 1.0 / 1e6 + 60 * 4.0 / 1e6)
     assert "'-'.join" not in sent and "test_collapses_spaces" in sent  # the failing test was shown, not the fix
     assert "sk-mine-test" not in (out / "report.json").read_text() + (out / "tasks.jsonl").read_text()
+
+
+def test_a_dependency_set_that_fails_to_install_is_built_once(container_images, tmp_path):
+    """Two fixes over the same broken requirements file: the first builds the env image and fails with pip's own
+    words in its log; the second is dropped with that failure, not built again."""
+    ensure_mining_base_image()
+    requirements = "not a requirement!!\n"
+    repo = make_repo(tmp_path / "broken", [
+        CommitSpec({"requirements.txt": requirements, "slugkit/__init__.py": BUGGY, "tests/test_slug.py": FIRST_TEST},
+                   "Start slugkit with slugify and a first test", _day(1)),
+        CommitSpec({"slugkit/__init__.py": FIXED, "tests/test_slug.py": FIX_TEST},
+                   "slugify leaves repeated dashes for repeated spaces", _day(2)),
+        CommitSpec({"slugkit/__init__.py": FIXED + "\n\n# words only\n", "tests/test_more.py": "import slugkit\n\n\n"
+                    "def test_module():\n    assert slugkit.slugify('A') == 'a'\n"},
+                   "Keep slugify's module importable on its own", _day(3))])
+    out = tmp_path / "out"
+    done = subprocess.run([str(LEAFCOST), "mine", str(repo), "--out", str(out), "--json"], capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    newer, older = json.loads((out / "report.json").read_text())["candidates"]  # newest first
+    assert (newer["reason"], older["reason"]) == ("install_failed", "install_failed")
+    assert "pip install -r requirements.txt" in newer["detail"] and "not retried" in older["detail"]
+    for result in (newer, older):
+        assert "not a requirement!!" in (out / result["log"]).read_text()  # pip's own words on the line it refused
