@@ -43,6 +43,9 @@ NODE_TEST_RUNNER_MAJOR = 18  # `node --test --test-reporter=tap` (18.15 on; Dock
 NODE_IMAGE_ENV = {"NO_COLOR": "1"}
 # Each runner's command (the touched test files are appended), swebench's parser for its output, and the files it
 # runs by default (a regex on the whole path), so a candidate is tested only on files its runner would run.
+# `npx --no-install` runs the project's own node_modules/.bin copy or fails: a plain npx with no TTY fetches the
+# registry's newest release of a runner node_modules lacks (jest 30 for a jest 29 project, on a run here) and grades
+# with it. npm 6's flag; npm 7 and later read it as --yes=false (their `npx --no jest` ran npm itself).
 _SCRIPT_EXT = r"\.[cm]?[jt]sx?"
 _JS_EXT = r"\.[cm]?js"
 
@@ -57,13 +60,13 @@ class NodeRunner(BaseModel):
 
 
 NODE_RUNNERS = {
-    "jest": NodeRunner(command="npx jest --verbose", log_parser="parse_log_jest",
+    "jest": NodeRunner(command="npx --no-install jest --verbose", log_parser="parse_log_jest",
                        test_file=rf"(?:.*/)?__tests__/.*{_SCRIPT_EXT}|(?:.*/)?(?:[^/]*\.)?(?:test|spec){_SCRIPT_EXT}",
                        described="jest's testMatch: __tests__/*, *.test.*, *.spec.*"),
-    "vitest": NodeRunner(command="npx vitest run --reporter=verbose", log_parser="parse_log_vitest",
+    "vitest": NodeRunner(command="npx --no-install vitest run --reporter=verbose", log_parser="parse_log_vitest",
                          test_file=rf"(?:.*/)?[^/]*\.(?:test|spec){_SCRIPT_EXT}",
                          described="vitest's include: *.test.*, *.spec.*"),
-    "mocha": NodeRunner(command="npx mocha --reporter tap", log_parser="parse_log_tap",
+    "mocha": NodeRunner(command="npx --no-install mocha --reporter tap", log_parser="parse_log_tap",
                         test_file=rf"(?:.*/)?(?:test|tests|spec)/(?!(?:.*/)?(?:fixtures?|helpers?|support)/)[^/].*"
                                   rf"{_JS_EXT}|(?:.*/)?[^/]*\.(?:test|spec){_JS_EXT}",
                         described="mocha's spec files: test/*.js, *.test.js, *.spec.js"),

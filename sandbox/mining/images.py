@@ -249,10 +249,28 @@ async def _build(engine: Engine, tag: str, dockerfile: Path, context: Path, time
 
 def _subprocess_said(output: str) -> str:
     """The last line a build backend printed before pip's own epilogue (`[end of output]`, then notes and hints that
-    say only "see above"): what actually went wrong."""
+    say only "see above"), or npm's error: what actually went wrong."""
     lines = output.splitlines()
     ends = [index for index, line in enumerate(lines) if line.strip() == "[end of output]"]
     if not ends:
-        return ""
+        return _npm_said(lines)
     before = [line.strip() for line in lines[:ends[-1]] if line.strip()]
     return before[-1][:200] if before else ""
+
+
+# npm's error block (`npm ERR!` to npm 9, `npm error` from 10): its fields and its closing pointer to a debug log say
+# nothing about the cause, and npm ends with that pointer.
+_NPM_ERROR = re.compile(r"npm (?:ERR!|error)(?: (.*))?$")
+_NPM_FIELD = re.compile(r"(?:code|errno|syscall|path|dest|cwd|signal) \S+$|A complete log of this run|/\S+\.log$")
+
+
+def _npm_said(lines: list[str]) -> str:
+    """npm's cause, `<code>: <first line of its message>` (`EUSAGE: `npm ci` can only install packages when your
+    package.json and package-lock.json ... are in sync. ...`), from the last error block; "" when npm said none."""
+    bodies = [(found.group(1) or "").strip() for line in lines if (found := _NPM_ERROR.match(line.strip()))]
+    codes = [body.split(" ", 1)[1] for body in bodies if body.startswith("code ")]
+    start = max((index for index, body in enumerate(bodies) if body.startswith("code ")), default=0)
+    message = next((body for body in bodies[start:] if body and not _NPM_FIELD.match(body)), "")
+    if not message:
+        return ""
+    return (f"{codes[-1]}: {message}" if codes else message)[:200]

@@ -16,8 +16,8 @@ import pytest
 from container_images import ULIMITS, ensure_mining_base_image, podman_argv
 from sandbox.mining.environment import ProjectFacts, detect_project
 from sandbox.mining.errors import Dropped, MiningError
-from sandbox.mining.images import (SETUP_COMMIT_MESSAGE, build_instance_image, env_dockerfile, env_image_tag,
-                                   instance_dockerfile)
+from sandbox.mining.images import (SETUP_COMMIT_MESSAGE, _subprocess_said, build_instance_image, env_dockerfile,
+                                   env_image_tag, instance_dockerfile)
 from support.git_repos import CommitSpec, make_repo, run_git
 
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -176,3 +176,30 @@ def test_an_install_that_fails_is_dropped_with_the_steps_output(mining_base, tmp
     assert not [entry for entry in settings["Env"] if "ca.pem" in entry or entry.startswith(("PIP_CERT", "SSL_"))]
     assert in_image(env_image, "ls /tmp/leafcost-build 2>&1 || true") == \
         "ls: cannot access '/tmp/leafcost-build': No such file or directory"
+
+
+# npm 9's output for an `npm ci` whose lockfile lacks a dependency package.json declares (issue 24's run with the
+# npm registry): npm's last line points at its debug log, the cause is the line after `code`.
+NPM_CI_OUT_OF_SYNC = """STEP 14/17: RUN npm ci
+npm ERR! code EUSAGE
+npm ERR! 
+npm ERR! `npm ci` can only install packages when your package.json and package-lock.json are in sync.
+npm ERR! 
+npm ERR! Missing: left-pad@1.3.0 from lock file
+npm ERR! 
+npm ERR! A complete log of this run can be found in:
+npm ERR!     /root/.npm/_logs/2026-12-05T07_55_47_471Z-debug-0.log
+Error: building at STEP "RUN npm ci": while running runtime: exit status 1
+"""
+
+
+@pytest.mark.parametrize("output, said", [
+    (NPM_CI_OUT_OF_SYNC, "EUSAGE: `npm ci` can only install packages when your package.json and package-lock.json "
+                         "are in sync."),
+    ("npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/nope - Not found\n"
+     "npm error A complete log of this run can be found in: /root/.npm/_logs/x-debug-0.log\n",
+     "E404: 404 Not Found - GET https://registry.npmjs.org/nope - Not found"),  # npm 10's prefix
+    ("STEP 3/5: RUN make\nmake: *** No rule to make target\n", ""),
+])
+def test_a_failed_npm_install_is_named_by_npms_cause_not_its_log_path(output, said):
+    assert _subprocess_said(output) == said

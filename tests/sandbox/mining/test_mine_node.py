@@ -41,13 +41,14 @@ def package(**fields) -> str:
 
 
 @pytest.mark.parametrize("fields, runner, command, parser", [
-    ({"devDependencies": {"jest": "^29.7.0"}}, "jest", "npx jest --verbose", "parse_log_jest"),
-    ({"devDependencies": {"vitest": "^1.2.0"}}, "vitest", "npx vitest run --reporter=verbose", "parse_log_vitest"),
-    ({"dependencies": {"mocha": "10"}}, "mocha", "npx mocha --reporter tap", "parse_log_tap"),
+    ({"devDependencies": {"jest": "^29.7.0"}}, "jest", "npx --no-install jest --verbose", "parse_log_jest"),
+    ({"devDependencies": {"vitest": "^1.2.0"}}, "vitest", "npx --no-install vitest run --reporter=verbose",
+     "parse_log_vitest"),
+    ({"dependencies": {"mocha": "10"}}, "mocha", "npx --no-install mocha --reporter tap", "parse_log_tap"),
     ({"scripts": {"test": "node --test test/"}}, "node", "node --test --test-reporter=tap", "parse_log_tap"),
     # scripts.test names the runner that runs, whatever else is a dependency
     ({"scripts": {"test": "jest --ci"}, "devDependencies": {"mocha": "10", "jest": "29"}}, "jest",
-     "npx jest --verbose", "parse_log_jest"),
+     "npx --no-install jest --verbose", "parse_log_jest"),
 ])
 def test_each_runner_gives_its_command_and_swebench_parser(tmp_path, fields, runner, command, parser):
     facts = detect_project(tree_of(tmp_path, {"package.json": package(**fields)}), LATE_2024, None)
