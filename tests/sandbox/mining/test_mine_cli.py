@@ -1,8 +1,9 @@
 """`leafcost mine` end to end on the podman backend, over a repository with real history: a bug fix with its test
 (kept), then one commit for each way a candidate is dropped (no parent, a refactor without tests, tests only, a
 thin message, too many files, a binary file, no test module, a message quoting the fix, a test that already
-passes, an install that fails, a merge). The kept tasks validate with `leafcost validate` (oracle resolved, empty
-not), their images hold no later history and no solution, and bad input is one line with the report still written.
+passes, an install that fails, nothing to install from, a merge). The kept tasks validate with `leafcost
+validate` (oracle resolved, empty not), their images hold no later history and no solution, and bad input is one
+line with the report still written.
 A flaky test goes through the same command in-process, with each attempt's sandbox numbered (identical sandboxes
 give a test nothing that differs from run to run)."""
 
@@ -85,12 +86,17 @@ def history() -> list[CommitSpec]:
                     "tests/test_slug.py": FIX_TEST + "\n\ndef test_separator():\n"
                                           "    assert slugify('a b', separator='_') == 'a_b'\n"},
                    "slugify cannot join words with anything but a dash", _day(12)),
+        CommitSpec({"pyproject.toml": None, "setup.py": None}, "Stop packaging slugkit: it is vendored now", _day(13)),
+        CommitSpec({"slugkit/__init__.py": FIXED + "\n\n# vendored\n",
+                    "tests/test_more.py": "import slugkit\n\n\ndef test_vendored():\n"
+                                          "    assert slugkit.slugify('A')\n"},
+                   "Check that the vendored slugkit still imports", _day(14)),
     ]
 
 
-EXPECTED_DROPS = {"no_parent": 1, "no_tests": 3, "tests_only": 1, "thin_message": 1, "too_many_files": 1,
+EXPECTED_DROPS = {"no_parent": 1, "no_tests": 4, "tests_only": 1, "thin_message": 1, "too_many_files": 1,
                   "binary_only": 1, "tests_not_found": 1, "leaky_instruction": 1, "no_fail_to_pass": 1,
-                  "install_failed": 1, "merge": 1}
+                  "install_failed": 1, "no_project": 1, "merge": 1}
 
 
 @pytest.fixture(scope="module")
@@ -99,10 +105,10 @@ def repository(tmp_path_factory) -> Path:
     repo = make_repo(tmp_path_factory.mktemp("mine-cli") / "slugkit", history())
     run_git(repo, "checkout", "-q", "-b", "docs")
     (repo / "README.md").write_text("slugkit makes slugs.\n")
-    run_git(repo, "add", "README.md", date=_day(13))
-    run_git(repo, "commit", "-q", "-m", "Describe slugkit in a README for new users", date=_day(13))
+    run_git(repo, "add", "README.md", date=_day(15))
+    run_git(repo, "commit", "-q", "-m", "Describe slugkit in a README for new users", date=_day(15))
     run_git(repo, "checkout", "-q", "main")
-    run_git(repo, "merge", "-q", "--no-ff", "-m", "Merge the README branch into main", "docs", date=_day(14))
+    run_git(repo, "merge", "-q", "--no-ff", "-m", "Merge the README branch into main", "docs", date=_day(16))
     return repo
 
 
@@ -125,7 +131,7 @@ def _sha_of(repository: Path, subject: str) -> str:
 def test_every_keep_and_drop_reason_is_counted(mined):
     summary = mined["summary"]
     assert summary["kept"] == 1 and summary["dropped"] == EXPECTED_DROPS, summary
-    assert summary["commits_seen"] == 14 and summary["candidates"] == 5
+    assert summary["commits_seen"] == 16 and summary["candidates"] == 6
     by_reason = {result["reason"]: result for result in mined["report"]["candidates"] if not result["kept"]}
     install_log = (mined["out"] / by_reason["install_failed"]["log"]).read_text()
     assert "slugkit cannot be installed at this commit" in install_log  # the failing step's own output
