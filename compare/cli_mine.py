@@ -38,6 +38,8 @@ def mine(
                                                    "(a TLS-intercepting proxy)")] = None,
     runs: Annotated[int, typer.Option("--runs", min=1, max=10, help="test runs before and after the fix that must "
                                       "agree")] = 3,
+    test_timeout: Annotated[float, typer.Option("--test-timeout", min=1, metavar="SECONDS",
+                                                help="one test run's limit; a run past it drops the candidate")] = 900,
     harbor: Annotated[bool, typer.Option("--harbor", help="also write a Harbor task directory per task")] = False,
     backend: Annotated[str, typer.Option("--backend", help="the container engine: podman or docker")] = "podman",
     describe_with: Annotated[str | None, typer.Option("--describe-with", metavar="ARM",
@@ -57,7 +59,7 @@ def mine(
         fail("--describe-with ARM and --spec SPEC.yaml go together: the arm is defined in the spec", 2)
     options = MineOptions(repository=repository, out=out, since=_date("--since", since), until=_date("--until", until),
                           paths=list(paths or []), limit=limit, rev=rev, repo_name=repo_name, env_hint=env_hint,
-                          ca_bundle=ca_bundle, runs=runs, harbor=harbor)
+                          ca_bundle=ca_bundle, runs=runs, test_timeout=test_timeout, harbor=harbor)
     if ca_bundle is not None and not ca_bundle.is_file():
         fail(f"--ca-bundle {ca_bundle}: no such file", 2)
     sandbox = SandboxOptions(backend=backend)

@@ -48,6 +48,7 @@ class MineOptions(BaseModel):
     env_hint: Path | None = None
     ca_bundle: Path | None = None
     runs: int = Field(3, ge=1, le=10)
+    test_timeout: float = Field(900.0, gt=0)  # one test run's limit (SWE-bench grades with 1800 s)
     harbor: bool = False
 
 
@@ -120,6 +121,7 @@ async def _one(candidate: Candidate, options: MineOptions, sandbox: SandboxOptio
     except Dropped as exc:
         result.reason, result.detail = exc.reason, str(exc)
         result.describe_spent = getattr(exc, "spent", None)
+        result.flaky_tests = len(getattr(exc, "flaky", []))
         if exc.log:
             result.log = _write_log(options.out, candidate.sha, exc.reason, exc.log)
     except MiningError:
@@ -168,7 +170,8 @@ async def _mined_row(candidate: Candidate, options: MineOptions, sandbox: Sandbo
                   test_patch=candidate.test_patch, problem_statement=statement,
                   created_at=candidate.committed_at, version=facts.version, image=image, eval_script=script,
                   log_parser=facts.log_parser, mined_from=candidate.sha, instruction_source="commit-message")
-    outcome = await validation.classify(validation.probe_row(**fields), sandbox, runs=options.runs)
+    outcome = await validation.classify(validation.probe_row(**fields), sandbox, runs=options.runs,
+                                        timeout=options.test_timeout)
     source = "commit-message"
     if describe is not None:
         statement, source, result.describe_spent = await describe(candidate, outcome.fail_to_pass)

@@ -107,14 +107,14 @@ def probe_row(*, problem_statement: str = "", **fields) -> dict[str, str]:
                      pass_to_pass=[])
 
 
-async def classify(row: dict, options: SandboxOptions, runs: int = 3) -> TestOutcome:
+async def classify(row: dict, options: SandboxOptions, runs: int = 3, *, timeout: float | None = None) -> TestOutcome:
     """Runs the row's eval script `runs` times without a patch (the verifier's empty-patch path) and `runs` times
     after the oracle applied the gold patch, as `leafcost validate` does, and classifies every test. Raises
     Dropped: tests_not_found (no log holds a test result), flaky (no FAIL_TO_PASS because the runs disagreed),
     no_fail_to_pass, harness_error (a sandbox, the oracle or the verifier failed; `log` says how)."""
     if runs < 1:
         raise ValueError(f"classify: runs must be at least 1, not {runs}")
-    task = _probe_task(row, options)
+    task = _probe_task(row, options, timeout)
     before, after, logs = [], [], {}
     for side, statuses in (("before", before), ("after", after)):
         for number in range(1, runs + 1):
@@ -145,8 +145,10 @@ def outcome_of(before: list[dict[str, str]], after: list[dict[str, str]]) -> Tes
         # A flaky test that failed in some run before and passed in some run after could have been one.
         masked = [test for test in flaky if not all(passed_before[test]) and any(passed_after[test])]
         if masked:
-            raise Dropped("flaky", f"no steady FAIL_TO_PASS: {len(masked)} test(s) that could be one gave different "
-                                   f"results across runs ({', '.join(masked[:3])})")
+            dropped = Dropped("flaky", f"no steady FAIL_TO_PASS: {len(masked)} test(s) that could be one gave "
+                                       f"different results across runs ({', '.join(masked[:3])})")
+            dropped.flaky = flaky  # the report counts them
+            raise dropped
         raise Dropped("no_fail_to_pass", f"no test fails before the fix and passes after it ({len(tests)} test(s) "
                                          f"ran, {len(pass_to_pass)} passing both times)")
     return TestOutcome(fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass, flaky=flaky, before=before,
@@ -174,9 +176,10 @@ def parse_test_log(facts: SWEBenchFacts, log: str) -> dict[str, str]:
     return {test: status for test, status in statuses.items() if status in known}
 
 
-def _probe_task(row: dict, options: SandboxOptions) -> Task:
+def _probe_task(row: dict, options: SandboxOptions, timeout: float | None = None) -> Task:
     """The row as the SWE-bench loader makes it a task (a one-row file), its lists replaced by placeholders: the
-    runs find the real ones."""
+    runs find the real ones. `timeout` replaces the verifier's (SWE-bench's 1800 s) for these runs only: a suite
+    with a hanging test would otherwise cost half an hour per run."""
     probe = {**row, "FAIL_TO_PASS": json.dumps([PROBE_TEST]), "PASS_TO_PASS": "[]",
              "problem_statement": row.get("problem_statement") or PROBE_STATEMENT}
     with tempfile.TemporaryDirectory(prefix="leafcost-mine-row-") as scratch:
@@ -185,7 +188,11 @@ def _probe_task(row: dict, options: SandboxOptions) -> Task:
         suite = load_swebench_suite(path, cache_dir=options.cache_dir)
     if suite.errors:
         raise Dropped("harness_error", f"the mined row does not load as a SWE-bench task: {suite.errors[0].error}")
-    return suite.tasks[0]
+    task = suite.tasks[0]
+    if timeout is None:
+        return task
+    verifier = task.config.verifier.model_copy(update={"timeout_sec": timeout})
+    return task.model_copy(update={"config": task.config.model_copy(update={"verifier": verifier})})
 
 
 async def _test_log(task: Task, options: SandboxOptions, *, side: str, number: int) -> str:

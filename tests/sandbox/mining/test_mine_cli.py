@@ -247,7 +247,7 @@ def test_flaky_tests_are_dropped_and_counted_through_the_cli(container_images, t
     results = {result["subject"]: result for result in report["candidates"]}
     dropped = results["Check slugify against the run number for no good reason"]
     kept = results["slugify leaves repeated dashes for repeated spaces"]
-    assert (dropped["kept"], dropped["reason"], dropped["flaky_tests"]) == (False, "flaky", 0)
+    assert (dropped["kept"], dropped["reason"], dropped["flaky_tests"]) == (False, "flaky", 1)
     assert (kept["kept"], kept["fail_to_pass"], kept["flaky_tests"]) == (True, 1, 1)
     [row] = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
     assert json.loads(row["FAIL_TO_PASS"]) == ["tests/test_slug.py::test_collapses_spaces"]
@@ -308,3 +308,21 @@ def test_a_dependency_set_that_fails_to_install_is_built_once(container_images, 
     assert "pip install -r requirements.txt" in newer["detail"] and "not retried" in older["detail"]
     for result in (newer, older):
         assert "not a requirement!!" in (out / result["log"]).read_text()  # pip's own words on the line it refused
+
+
+def test_a_test_run_past_the_limit_drops_the_candidate(container_images, tmp_path):
+    """--test-timeout bounds each test run (SWE-bench's 1800 s would cost half an hour per run of a hanging suite)."""
+    ensure_mining_base_image()
+    hanging = FIX_TEST + "\n\ndef test_waits_forever():\n    import threading\n    threading.Event().wait()\n"
+    repo = make_repo(tmp_path / "hangs", [
+        CommitSpec({"pyproject.toml": PYPROJECT, "slugkit/__init__.py": BUGGY, "tests/test_slug.py": FIRST_TEST},
+                   "Start slugkit with slugify and a first test", _day(1)),
+        CommitSpec({"slugkit/__init__.py": FIXED, "tests/test_slug.py": hanging},
+                   "slugify leaves repeated dashes for repeated spaces", _day(2))])
+    out = tmp_path / "out"
+    done = subprocess.run([str(LEAFCOST), "mine", str(repo), "--out", str(out), "--test-timeout", "5", "--json"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [result] = json.loads((out / "report.json").read_text())["candidates"]
+    assert (result["kept"], result["reason"]) == (False, "harness_error")
+    assert "before run 1" in result["detail"] and "timeout" in result["detail"], result["detail"]
