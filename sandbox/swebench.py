@@ -297,12 +297,12 @@ def _task_toml(instance: SWEBenchInstance, facts: SWEBenchFacts) -> str:
                 "version": instance.version, "base_commit": instance.base_commit, "log_parser": facts.log_parser,
                 "eval_type": facts.eval_type, "swebench": swebench_grading.SWEBENCH_VERSION}
     lines = ['schema_version = "1.1"', "", "[metadata]"]
-    lines += [f"{key} = {_toml_string(value)}" for key, value in metadata.items()]
+    lines += [f"{key} = {toml_string(value)}" for key, value in metadata.items()]
     lines += ["", "[agent]", f"timeout_sec = {AGENT_TIMEOUT_SEC}",
               # SWE-bench grades the patch alone, in a fresh container from the instance image, as root.
               "", "[verifier]", f"timeout_sec = {VERIFIER_TIMEOUT_SEC}", 'environment_mode = "separate"',
               'user = "root"',
-              "", "[environment]", f"docker_image = {_toml_string(facts.image)}", f'workdir = "{WORKDIR}"',
+              "", "[environment]", f"docker_image = {toml_string(facts.image)}", f'workdir = "{WORKDIR}"',
               "allow_internet = false", ""]
     return "\n".join(lines)
 
@@ -336,7 +336,7 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _toml_string(value: str) -> str:
+def toml_string(value: str) -> str:
     """A TOML basic string: quotes and backslashes escaped, control characters as \\uXXXX."""
     escaped = "".join("\\" + c if c in '"\\' else f"\\u{ord(c):04x}" if ord(c) < 0x20 or c == "\x7f" else c
                       for c in value)

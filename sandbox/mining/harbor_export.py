@@ -13,7 +13,6 @@ log when the marked output holds no result.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import shutil
@@ -21,12 +20,12 @@ import tomllib
 import uuid
 from datetime import timezone
 from pathlib import Path
-from typing import Any
 
 from pydantic import AwareDatetime, Field, ValidationError
 
 from sandbox import swebench_grading
-from sandbox.swebench import AGENT_TIMEOUT_SEC, VERIFIER_TIMEOUT_SEC, WORKDIR, SWEBenchInstance
+from sandbox.mining.validation import heredoc_delimiter
+from sandbox.swebench import AGENT_TIMEOUT_SEC, VERIFIER_TIMEOUT_SEC, WORKDIR, SWEBenchInstance, toml_string
 
 EXPORTED_PARSER = "parse_log_pytest"
 EXPORTED_EVAL_TYPE = "pass_and_fail"
@@ -97,8 +96,8 @@ def _verifier_script(required: list[str]) -> str:
     # awk -v reads a backslash as an escape; the program goes inside single quotes.
     assert not any("\\" in text for text in markers.values()) and "'" not in _AWK_GRADER
     variables = " ".join(f"-v {name}={shlex.quote(text)}" for name, text in markers.items())
-    delimiter = _heredoc_delimiter(required)
     ids = "\n".join(required)
+    delimiter = heredoc_delimiter(ids, prefix="LEAFCOST_TESTS_")
     return f"""#!/bin/bash
 # Harbor verifier of a task mined by leafcost: the row's eval script runs in the agent's container, and the reward is
 # 1 iff every FAIL_TO_PASS and PASS_TO_PASS test is PASSED or XFAIL in pytest's -rA summary of its log, read as
@@ -134,11 +133,11 @@ def _task_toml(row: ExportedRow) -> str:
                 "instruction_source": row.instruction_source, "version": row.version, "log_parser": row.log_parser,
                 "eval_type": row.eval_type}
     lines = ['schema_version = "1.2"', "", "[metadata]"]
-    lines += [f"{key} = {_toml_string(value)}" for key, value in metadata.items()]
+    lines += [f"{key} = {toml_string(value)}" for key, value in metadata.items()]
     lines += ["", "[agent]", f"timeout_sec = {AGENT_TIMEOUT_SEC}",
               # test.sh grades the agent's own working tree, as a Harbor task does.
               "", "[verifier]", f"timeout_sec = {VERIFIER_TIMEOUT_SEC}", 'environment_mode = "shared"',
-              "", "[environment]", f"docker_image = {_toml_string(row.image)}", f"workdir = {_toml_string(WORKDIR)}",
+              "", "[environment]", f"docker_image = {toml_string(row.image)}", f"workdir = {toml_string(WORKDIR)}",
               "allow_internet = false", ""]
     return "\n".join(lines)
 
@@ -195,24 +194,6 @@ def _write_atomically(directory: Path, files: dict[str, str]) -> None:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         shutil.rmtree(replaced, ignore_errors=True)
-
-
-def _heredoc_delimiter(lines: list[str]) -> str:
-    """A here-document delimiter that no line equals."""
-    taken = set(lines)
-    salt = 0
-    while True:
-        delimiter = "LEAFCOST_TESTS_" + hashlib.sha256(f"{salt}\0{chr(10).join(lines)}".encode()).hexdigest()[:12]
-        if delimiter not in taken:
-            return delimiter
-        salt += 1
-
-
-def _toml_string(value: Any) -> str:
-    """A TOML basic string: quotes and backslashes escaped, control characters as \\uXXXX."""
-    escaped = "".join("\\" + c if c in '"\\' else f"\\u{ord(c):04x}" if ord(c) < 0x20 or c == "\x7f" else c
-                      for c in str(value))
-    return f'"{escaped}"'
 
 
 def _awk_bytes(text: str) -> str:

@@ -12,6 +12,7 @@ import json
 import re
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -84,7 +85,7 @@ async def mine(options: MineOptions, sandbox: SandboxOptions, *, describe: Descr
         scan = await asyncio.to_thread(scanning.scan, options.repository, since=options.since, until=options.until,
                                        paths=options.paths, limit=None, rev=options.rev)
         report.head, report.commits_seen = scan.head, scan.seen
-        report.scan_dropped = _count(reason for _, reason, _ in scan.dropped)
+        report.scan_dropped = dict(Counter(reason for _, reason, _ in scan.dropped))
         write_report(report, options.out)
         if on_scanned is not None:
             on_scanned(len(scan.candidates) if options.limit is None else None)
@@ -203,10 +204,3 @@ def _write_log(out: Path, sha: str, step: str, text: str) -> str:
     (out / relative).parent.mkdir(parents=True, exist_ok=True)
     (out / relative).write_text(text, encoding="utf-8", errors="replace")
     return str(relative)
-
-
-def _count(reasons) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for reason in reasons:
-        counts[reason] = counts.get(reason, 0) + 1
-    return counts

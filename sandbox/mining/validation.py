@@ -60,7 +60,7 @@ def eval_script(base_commit: str, test_files: list[str], test_patch: str, test_c
     runnable = [path for path in test_files if path not in deleted]
     if not runnable:
         raise ValueError("eval_script: test_files names no test file the test patch leaves in place")
-    delimiter = _heredoc_delimiter(test_patch)
+    delimiter = heredoc_delimiter(test_patch)
     reset = _reset_lines(base_commit, existing, created)
     body = test_patch[:-1] if test_patch.endswith("\n") else test_patch
     lines = ["#!/bin/bash", "set -uxo pipefail", *([activate.strip()] if activate.strip() else []),
@@ -308,12 +308,12 @@ def _unquote(text: str) -> str:
     return raw.encode("latin-1").decode("utf-8", "replace")
 
 
-def _heredoc_delimiter(test_patch: str) -> str:
-    """A here-document delimiter no line of the patch equals."""
-    lines = set(test_patch.splitlines())
+def heredoc_delimiter(text: str, prefix: str = "EOF_") -> str:
+    """A here-document delimiter (`prefix` and a hash of `text`) that no line of `text` equals."""
+    lines = set(text.splitlines())
     salt = 0
     while True:
-        delimiter = "EOF_" + hashlib.sha256(f"{salt}\0{test_patch}".encode()).hexdigest()[:12]
+        delimiter = prefix + hashlib.sha256(f"{salt}\0{text}".encode()).hexdigest()[:12]
         if delimiter not in lines:
             return delimiter
         salt += 1
