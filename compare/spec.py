@@ -17,6 +17,7 @@ from compare.arms import (ARM_NAME, ARM_TAGS, MAX_USD_PER_HOUR, MAX_USD_PER_MTOK
                           Arm, GpuLeaseSpec, LocalArm, OracleArm, Prices, PriceTier, RouterArm, Sampling, SglangArm,
                           StrictModel)
 from compare.budgets import Budgets  # noqa: F401 - the spec's budgets, also read as compare.spec.Budgets
+from compare.claim_spec import ClaimConfig
 from compare.decide_spec import DecideConfig, PlanConfig
 from sandbox import BackendName, SWEBenchImages
 
@@ -109,6 +110,7 @@ class RunSpec(StrictModel):
     decide: DecideConfig | None = Field(None, description="a decision question: the run goes in rounds and stops "
                                         "when it is decided (docs/decisions.md)")
     plan: PlanConfig | None = Field(None, description="what `leafcost plan` assumes where no run has measured an arm")
+    claim: ClaimConfig | None = Field(None, description="a published figure this run checks (docs/claims.md)")
 
     @model_validator(mode="before")
     @classmethod
@@ -138,15 +140,26 @@ class RunSpec(StrictModel):
                                  "must be a random one: give a seed (null keeps the suite's own order)")
         if self.plan is not None:
             self.plan.check_arms(self.arms)
+        if self.claim is not None:
+            self._check_claim(self.claim)
         return self
 
+    def _check_claim(self, claim: ClaimConfig) -> None:
+        by_name = {arm.name: arm for arm in self.arms}
+        if claim.arm not in by_name:
+            raise ValueError(f"claim.arm: no arm named {claim.arm!r} (arms: {', '.join(by_name)})")
+        if by_name[claim.arm].kind == "oracle":
+            raise ValueError(f"claim.arm: {claim.arm!r} is the oracle arm, which has no model to check")
+        if claim.k != self.seeds:
+            raise ValueError(f"claim.k: the claim averages over {claim.k} seeds, the spec runs seeds: {self.seeds}")
+
     def digest(self) -> str:
-        """The hash of what every episode depends on: not the decision question or the plan's priors (they decide
+        """The hash of what every episode depends on: not the decision question, the claim or the plan's priors (they decide
         how many episodes run, not how one runs), so a resumed run may raise its budget. An arm's `released` is
         hashed as its other descriptive fields (name, model) are, since a resume keeps the stored spec; left out when
         unset, so runs started before the field existed still resume."""
         unset = {i: {"released"} for i, arm in enumerate(self.arms) if arm.released is None}
-        exclude: dict[str, Any] = {"decide": True, "plan": True, **({"arms": unset} if unset else {})}
+        exclude: dict[str, Any] = {"decide": True, "plan": True, "claim": True, **({"arms": unset} if unset else {})}
         return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()
 
 
