@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Where `make install` links `leafcost`: /usr/local/bin as root, else ~/.local/bin (BINDIR=DIR to choose).
 BINDIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: demo test test-fast install deps system-deps clean
+.PHONY: demo test test-fast install deps datasets system-deps clean
 
 demo: deps
 	$(VENV)/bin/leafcost demo
@@ -71,6 +71,13 @@ $(STAMP): requirements.lock requirements-nodeps.lock pyproject.toml
 	  -r requirements-nodeps.lock
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
+
+# The optional `datasets` library (`pip install 'leafcost[datasets]'`), which `leafcost swebench export` reads a
+# Hugging Face dataset or a parquet file with. The lock pins it (the tests use it), so it comes from there, hashed.
+datasets: deps
+	@$(VENV)/bin/python -c 'import datasets' 2>/dev/null || \
+	  $(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements.lock
+	@$(VENV)/bin/python -c 'import datasets; print("datasets", datasets.__version__, "is installed")'
 
 # Regenerate the lock after changing dependencies in pyproject.toml (needs uv: pip install uv).
 lock:

@@ -116,10 +116,28 @@ def run(
     planned = plan_for_run(spec, db, record=record)  # before the ledger is opened for writing
     if (problem := round_cost_problem(spec, planned)) is not None:  # nothing is recorded
         fail(f"{spec_path}: {problem}", 2)
-    summary = _run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}",
+    summary = run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}",
                         serve_port=serve_port, strict_grading=strict_grading, wide=wide,
                         plan=planned.model_dump(mode="json") if record and planned is not None else None)
+    if spec.claim is not None and not as_json:  # the claim's page after the figures (`leafcost claim RUN --json`)
+        from compare.claim import print_claim
+
+        if (document := claim_of_run(Path(summary.db), summary.run_id)) is not None:
+            print_claim(document)
     raise typer.Exit(0 if summary.status == "finished" else 1)
+
+
+def claim_of_run(db_path: Path, run_id: str):
+    """The claim document of a finished or stopped run (compare.claim), read back from its ledger; None: the run
+    has no claim."""
+    from compare.claim import claim_document
+    from compare.ledger import LedgerAccess, LedgerError
+
+    try:
+        with LedgerAccess(db_path).reading() as conn:
+            return claim_document(conn, run_id)
+    except LedgerError as exc:
+        fail(str(exc), 2)
 
 
 @app.command()
@@ -156,7 +174,7 @@ def plan(
         print_plan(document)
 
 
-def _run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun: str,
+def run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun: str,
               skip_arms: dict[str, str] | None = None, serve_port: int | None = None, strict_grading: bool = False,
               wide: bool = False, plan: dict | None = None):
     from rich.console import Console
@@ -293,7 +311,7 @@ def demo(
         router = local_router()
     try:
         with router:
-            summary = _run_spec(spec, db, resume=resume, as_json=as_json,
+            summary = run_spec(spec, db, resume=resume, as_json=as_json,
                                 rerun=f"{program} demo" + (" --with-router" if with_router else ""), skip_arms=skipped,
                                 wide=wide)
     except (ProxyError, LocalModelError) as exc:  # the router did not start: nothing ran yet
@@ -401,6 +419,7 @@ def _print_manifests(manifests: list[dict], as_json: bool) -> None:
 
 images_app = typer.Typer(help="Container images of a suite's tasks (the podman and docker backends).")
 app.add_typer(images_app, name="images")
+app.add_typer(__import__("compare.cli_swebench", fromlist=["swebench_app"]).swebench_app, name="swebench")
 
 
 @images_app.command("lock")
@@ -528,6 +547,8 @@ if __name__ == "__main__":
     app()
 
 
+
+
 def _register_results_commands() -> None:
     """The figures of a run (cli_results), the report files (reports/, which renders what compare computes)
     and the API server are commands of this app: the CLI is where the packages meet."""
@@ -538,6 +559,9 @@ def _register_results_commands() -> None:
                     reports_cli.report, cli_mine.mine):
         app.command(command.__name__)(command)
     app.command("serve")(serve.main)
+    app.command("reproduce")(__import__("compare.cli_reproduce", fromlist=["reproduce"]).reproduce)
+    from compare import cli_claim
+    app.command("claim")(cli_claim.claim)
 
 
 _register_results_commands()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -40,6 +40,19 @@ class ReachesQuestion(StrictModel):
 
     arm: str = Field(description="the arm whose resolve rate is claimed, by name")
     avg_at_k: float = Field(gt=0, lt=1, description="the claimed resolve rate (Avg@k), e.g. 0.615")
+    tolerance: float = Field(0.0, ge=0, lt=1, description="a shortfall the claim allows: an interval wholly at or "
+                             "above avg_at_k − tolerance settles the question as 'consistent' (0: only 'reaches', "
+                             "the interval wholly at or above avg_at_k, settles it that way)")
+    tasks: Literal["all", "seen"] = Field("all", description="the tasks the claim is judged on: all, or seen: only "
+                                          "those not fresh for the arm (created on or before its released: day, or "
+                                          "undated); the horizon is their count")
+
+    @model_validator(mode="after")
+    def _tolerance_below_claim(self) -> ReachesQuestion:
+        if self.tolerance >= self.avg_at_k:
+            raise ValueError(f"tolerance ({self.tolerance}) must be below avg_at_k ({self.avg_at_k}): every rate "
+                             "would be within it")
+        return self
 
 
 class BudgetCaps(StrictModel):

@@ -8,7 +8,7 @@ first task), the cost's the finite-horizon boundary (valid to central-limit orde
 `decide.min_tasks`, before which it gives no verdict). A verdict, once reached, is kept with the figures it was
 reached on: a later look never flips it. A question the rest of the suite cannot decide even at the most
 favourable value its interval allows is futile: the run may stop undecided (never a wrong verdict; see
-_cheaper_futile and _reaches_futile)."""
+_cheaper_futile and compare.claim_check.claim_within_reach)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ import numpy as np
 from pydantic import BaseModel, PrivateAttr
 
 from compare.arm_table import fmt_usd
+from compare.claim_check import claim_within_reach, judge_claim
 from compare.decide_spec import CheaperQuestion, DecideConfig, ReachesQuestion
 from compare.sequential import (BOUNDARY_SHAPE, BettingSequence, Interval, boundary_radius, cheaper_verdict,
-                                claim_verdict, cost_difference_interval, cost_per_resolved_interval,
-                                cost_ratio_interval, horizon_tasks, tasks_to_exclude)
+                                cost_difference_interval, cost_per_resolved_interval, cost_ratio_interval,
+                                horizon_tasks, tasks_to_exclude)
 
 UNDECIDED = "undecided"
-NO_VARIANCE_YET = 0.25  # a [0, 1] score's largest variance: what one task's score says about the spread
 FUTILITY_LUCK = 2.0  # the claim's futility allows the rest of the suite this many standard errors of luck
 
 
@@ -54,7 +54,7 @@ class Figure(BaseModel):
 class QuestionResult(BaseModel):
     """One question at one look. `estimate`/`lower`/`upper` are the ratio θa / θb of the arms' costs per resolved
     attempt (cheaper) or the arm's Avg@k (reaches); verdicts are first/second/equivalent/undecided (cheaper: first =
-    arms[0] is cheaper) or reaches/below/undecided."""
+    arms[0] is cheaper) or reaches/consistent/below/undecided (consistent: within decide.reaches.tolerance)."""
 
     question: Literal["cheaper", "reaches"]
     arms: list[str]
@@ -72,7 +72,8 @@ class QuestionResult(BaseModel):
     @property
     def futile(self) -> bool:
         """Undecided, and the rest of the suite cannot decide it even at the most favourable value its interval
-        allows (see _cheaper_futile, _reaches_futile); False for a result read back from the ledger."""
+        allows (see _cheaper_futile, compare.claim_check.claim_within_reach); False for a result read back from the
+        ledger."""
         return self._futile
 
 
@@ -122,12 +123,17 @@ class LookResult(BaseModel):
 
 
 def look(config: DecideConfig, data: dict[str, ArmTasks], *, look_number: int, total_tasks: int,
-         previous: LookResult | None) -> LookResult:
+         previous: LookResult | None, reaches_tasks: np.ndarray | None = None) -> LookResult:
     """The verdict on each question over `data`'s tasks. A question decided at an earlier look (`previous`) keeps
-    that look's result. Every interval's mixture is tuned for the run's whole length (t_star = total_tasks)."""
+    that look's result. Every interval's mixture is tuned for the run's whole length (t_star = total_tasks).
+    `reaches_tasks`: which of the run's total_tasks tasks (a mask, in the run's order) the reaches question reads,
+    its horizon their count (decide.reaches.tasks: seen, compare.claim_check.claim_task_mask); None: every task."""
     tasks = _task_count(data)
     if total_tasks < max(tasks, 1):
         raise ValueError(f"total_tasks ({total_tasks}) must be at least the tasks looked at ({tasks}) and ≥ 1")
+    if reaches_tasks is not None and np.shape(reaches_tasks) != (total_tasks,):
+        raise ValueError(f"reaches_tasks must mark each of the run's {total_tasks} tasks, not "
+                         f"{np.shape(reaches_tasks)}")
     kept = _decided_before(previous)
     questions, reaches_state = [], None
     if config.cheaper is not None:
@@ -139,7 +145,8 @@ def look(config: DecideConfig, data: dict[str, ArmTasks], *, look_number: int, t
             questions.append(kept[key])
         else:
             earlier = previous._reaches_state if previous is not None else None
-            reached, reaches_state = _reaches(config, config.reaches, data, tasks, total_tasks, earlier)
+            reached, reaches_state = _reaches(config, config.reaches, data, tasks, total_tasks, earlier,
+                                              reaches_tasks)
             questions.append(reached)
     decided = all(q.verdict != UNDECIDED for q in questions)
     result = LookResult(look=look_number, tasks=tasks, total_tasks=total_tasks, questions=questions,
@@ -261,35 +268,54 @@ def _cheaper(config: DecideConfig, question: CheaperQuestion, data: dict[str, Ar
 
 
 def _reaches(config: DecideConfig, question: ReachesQuestion, data: dict[str, ArmTasks], tasks: int,
-             total: int, earlier: ReachesState | None) -> tuple[QuestionResult, ReachesState | None]:
+             total: int, earlier: ReachesState | None,
+             chosen: np.ndarray | None) -> tuple[QuestionResult, ReachesState | None]:
     """The claim question: the betting confidence sequence of the per-task resolved fractions (tasks with no
-    attempt that has a verdict are left out) against the claimed Avg@k, continued from the `earlier` look's
-    state when it covers the first of these scores; with the state for the next look."""
+    attempt that has a verdict are left out; with `chosen`, only the tasks it marks, the horizon their count)
+    against the claimed Avg@k, judged by compare.claim_check (so the run stops when the claim's verdict is
+    settled), continued from the `earlier` look's state when it covers the first of these scores; with the state
+    for the next look."""
     arm = _arm(data, question.arm)
-    scored = arm.attempts > 0
+    picked = np.ones(tasks, dtype=bool) if chosen is None else np.asarray(chosen[:tasks], dtype=bool)
+    claim_total = total if chosen is None else int(np.count_nonzero(chosen))
+    scored = picked & (arm.attempts > 0)
     scores = arm.resolved[scored] / arm.attempts[scored]
     k = int(arm.attempts.max()) if arm.attempts.size else 0
-    label = f"{arm.arm}'s Avg@{k}"
+    label = f"{arm.arm}'s Avg@{k}" + (" on the tasks it may have seen" if question.tasks == "seen" else "")
     result = QuestionResult(question="reaches", arms=[arm.arm], verdict=UNDECIDED, sentence="")
     if scores.size == 0:
-        result.sentence = f"{label} reaching {question.avg_at_k:g} is undecided: no attempt has a verdict yet"
+        why = "no attempt has a verdict yet" if claim_total else "every task is fresh for it (none to judge)"
+        result.sentence = f"{label} reaching {question.avg_at_k:g} is undecided: {why}"
+        result._futile = claim_total == 0 and tasks < total
         return result, None
-    state = ReachesState.over(scores, config.alpha, horizon_tasks(total), earlier)
+    state = ReachesState.over(scores, config.alpha, horizon_tasks(claim_total), earlier)
     interval = state.sequence.interval
-    verdict = claim_verdict(interval, question.avg_at_k)
-    result.verdict, result.estimate, result.lower, result.upper = (verdict, interval.estimate, interval.lower,
-                                                                   interval.upper)
-    figures = f"{interval.estimate:.2f} [{interval.lower:.2f}, {interval.upper:.2f}]"
+    check = judge_claim(interval, scores, question.avg_at_k, tolerance=question.tolerance, total_tasks=claim_total)
+    verdict = check.verdict
+    if verdict == "consistent" and interval.lower >= question.avg_at_k:
+        verdict = "reaches"
+    result.verdict, result.estimate, result.lower, result.upper = verdict, check.estimate, check.lower, check.upper
+    figures = f"{check.estimate:.2f} [{check.lower:.2f}, {check.upper:.2f}]"
     if verdict == UNDECIDED:
-        result.tasks_to_decide = _reaches_tasks_needed(scores, question.avg_at_k, config.alpha, total)
-        result._futile = config.min_tasks <= tasks < total and _reaches_futile(
-            interval, scores, question.avg_at_k, config.alpha, tasks, total)
+        result.tasks_to_decide = check.tasks_to_decide
+        done = int(np.count_nonzero(picked))
+        result._futile = config.min_tasks <= done and tasks < total and not claim_within_reach(
+            interval, scores, question.avg_at_k, tolerance=question.tolerance, tasks=done, total_tasks=claim_total,
+            luck=FUTILITY_LUCK)
         result.sentence = f"{label} reaching {question.avg_at_k:g} is undecided: {figures}"
     else:
         result.decided_at_tasks = tasks
-        words = "reaches" if verdict == "reaches" else "is below"
-        result.sentence = f"{label} {words} {question.avg_at_k:g}: {figures}"
+        result.sentence = f"{label} {_reaches_words(verdict, question)}: {figures}"
     return result, state
+
+
+def _reaches_words(verdict: str, question: ReachesQuestion) -> str:
+    if verdict == "reaches":
+        return f"reaches {question.avg_at_k:g}"
+    if verdict == "consistent":
+        return (f"is consistent with {question.avg_at_k:g} (at least {question.avg_at_k - question.tolerance:g}, "
+                f"within the tolerance of {question.tolerance:g})")
+    return f"is below {question.avg_at_k:g}"
 
 
 def _figure(interval: Interval | None) -> Figure | None:
@@ -333,33 +359,6 @@ def _cheaper_futile(ratio: Interval, margin: float, tasks: int, total: int) -> b
     nearest = min(max(0.0, low), high)
     equivalent = margin > 0 and abs(share * estimate + (1 - share) * nearest) + final_radius <= math.log1p(margin)
     return not (first or second or equivalent)
-
-
-def _reaches_futile(interval: Interval, scores: np.ndarray, claimed: float, alpha: float, tasks: int,
-                    total: int) -> bool:
-    """Whether neither verdict on the claim is within reach by the suite's end: as _cheaper_futile, the truth at
-    the interval's favourable end, the final radius the fixed-horizon one at N, sqrt(2 log(2/α))·σ̂/√N, and the rest
-    of the suite allowed FUTILITY_LUCK standard errors of luck (σ̂·√(N − n)/N) besides: the betting interval's
-    width is less predictable than the cost boundary's."""
-    share = tasks / total
-    spread = float(np.std(scores, ddof=1)) if scores.size > 1 else math.sqrt(NO_VARIANCE_YET)
-    final_radius = (math.sqrt(2 * math.log(2 / alpha)) * spread / math.sqrt(total)
-                    - FUTILITY_LUCK * spread * math.sqrt(total - tasks) / total)
-    mean = interval.estimate
-    reaches = share * mean + (1 - share) * interval.upper - final_radius >= claimed
-    below = share * mean + (1 - share) * interval.lower + final_radius < claimed
-    return not (reaches or below)
-
-
-def _reaches_tasks_needed(scores: np.ndarray, claimed: float, alpha: float, total: int) -> int | None:
-    """The plan's further tasks for the claim: when an interval of the scores' spread, `|mean − claimed|` wide
-    on either side, would leave the claim (the normal-mixture radius standing in for the betting interval's)."""
-    variance = float(np.var(scores, ddof=1)) if scores.size > 1 else NO_VARIANCE_YET
-    gap = abs(float(scores.mean()) - claimed)
-    needed = tasks_to_exclude(gap, variance, alpha, total) if gap > 0 else None
-    if needed is None:
-        return None
-    return max(1, needed - scores.size)
 
 
 def _cheaper_sentence(result: QuestionResult, question: CheaperQuestion, config: DecideConfig, a: ArmTasks,

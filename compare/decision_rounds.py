@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from compare.decide_spec import DecideConfig
 from compare.decision import ArmTasks, LookResult, after_look, budget_stop, look, next_round_spend, verdict_line
 from compare.decision_data import arm_tasks
@@ -36,8 +38,9 @@ class Stop:
 
 class DecisionRounds:
     def __init__(self, config: DecideConfig, ledger: Ledger, run_id: str, arms: list[str], *, seeds: int,
-                 workers: int, stopped: Mapping[str, str]):
+                 workers: int, stopped: Mapping[str, str], reaches_tasks: frozenset[str] | None = None):
         self.config, self.ledger, self.run_id, self.arms, self.seeds = config, ledger, run_id, arms, seeds
+        self.reaches_tasks = reaches_tasks  # the tasks the reaches question reads (tasks: seen); None: every one
         self.size = config.round_size(workers, len(arms), seeds)
         self.stopped = stopped  # the runner's stopped arms and why: a live view of its dict
 
@@ -75,6 +78,7 @@ class DecisionRounds:
             if (reason := budget_stop(self.config, spent, next_round)) is not None:
                 return Stop("budget", f"still at the budget: {reason}: raise decide.budget to go on")
         number = len(looks)
+        chosen = None if self.reaches_tasks is None else np.array([t in self.reaches_tasks for t in task_ids])
         while done < len(task_ids):
             round_tasks = task_ids[done: done + self.size]
             await run_round(round_tasks)
@@ -84,7 +88,8 @@ class DecisionRounds:
                 return Stop(None, f"undecided: arm {stopped[0]} {self.stopped[stopped[0]]}; fix it and resume the run")
             data = await self._data(task_ids[:done])
             number += 1
-            previous = look(self.config, data, look_number=number, total_tasks=len(task_ids), previous=previous)
+            previous = look(self.config, data, look_number=number, total_tasks=len(task_ids), previous=previous,
+                            reaches_tasks=chosen)
             action, reason = after_look(self.config, previous, spent=self._spent(data), round_tasks=self.size)
             await self._record(number, previous, data, action, reason, done, len(task_ids))
             if action != "continue":

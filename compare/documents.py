@@ -195,8 +195,9 @@ class QuestionVerdict(_Document):
                                                                 "attempt; reaches: whether an arm's Avg@k reaches a "
                                                                 "claimed value")
     arms: list[str] = Field(description="the arms the question names (cheaper: first, second)")
-    verdict: str = Field(description="cheaper: first, second, equivalent or undecided; reaches: reaches, below or "
-                                     "undecided; a verdict once reached never changes at a later look")
+    verdict: str = Field(description="cheaper: first, second, equivalent or undecided; reaches: reaches, consistent "
+                                     "(within the question's tolerance), below or undecided; a verdict once reached "
+                                     "never changes at a later look")
     decided_at_tasks: int | None = Field(description="tasks the look that decided it had used; null while undecided")
     estimate: float | None = Field(description="cheaper: the ratio of the arms' costs per resolved attempt (first ÷ "
                                                "second); reaches: the arm's Avg@k")

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from adapters.base import CallAttempt
 from compare.arm_gates import ArmGates
 from compare.attempt import AttemptOutcome, run_attempt
+from compare.claim_check import claim_task_mask
 from compare.decision_rounds import DecisionRefused, DecisionRounds, Stop
 from compare.episode import EpisodeResult
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
@@ -134,7 +135,7 @@ class Runner:
         if not tasks:
             raise RunError("the suite has no runnable tasks")
         by_id = {t.task_id: t for t in tasks}
-        rounds = self._decision_rounds()
+        rounds = self._decision_rounds(tasks)
         config = self.spec.decide
         if config is not None and config.cheaper is not None and len(tasks) <= config.min_tasks:
             raise RunError(f"decide.min_tasks: {config.min_tasks} is not below the suite's {len(tasks)} tasks: the "
@@ -277,7 +278,7 @@ class Runner:
 
     # --- deciding -----------------------------------------------------------------------------------------
 
-    def _decision_rounds(self) -> DecisionRounds | None:
+    def _decision_rounds(self, tasks: list[Task]) -> DecisionRounds | None:
         """The rounds of a run with a decision question; a question about a skipped arm is refused."""
         config = self.spec.decide
         if config is None:
@@ -289,7 +290,21 @@ class Runner:
                            f"({self.skip_arms[skipped[0]]})")
         live = [arm.name for arm in self.spec.arms if arm.name not in self.skip_arms]
         return DecisionRounds(config, self.ledger, self.run_id, live, seeds=self.spec.seeds, workers=self.spec.workers,
-                              stopped=self.stopped)
+                              stopped=self.stopped, reaches_tasks=self._reaches_tasks(tasks))
+
+    def _reaches_tasks(self, tasks: list[Task]) -> frozenset[str] | None:
+        """The tasks a `reaches: {tasks: seen}` question reads: those not fresh for its arm (None: every task);
+        refused when every task is fresh (the claim could never be judged)."""
+        question = self.spec.decide.reaches if self.spec.decide is not None else None
+        if question is None or question.tasks != "seen":
+            return None
+        released = next(arm.released for arm in self.spec.arms if arm.name == question.arm)
+        ids = [t.task_id for t in tasks]
+        mask = claim_task_mask(ids, {t.task_id: t.created_at for t in tasks}, released)
+        if not mask.any():
+            raise RunError(f"decide.reaches.tasks: seen, but every task is fresh for arm {question.arm} (created "
+                           f"after its released: {released}): set tasks: all or add tasks it may have seen")
+        return frozenset(task for task, seen in zip(ids, mask) if seen)
 
     async def _already_settled(self, settled: Stop, episodes_per_arm: int) -> RunSummary:
         """A resumed run whose question is decided, or whose tasks are all run, has nothing left: no arm is started

@@ -154,10 +154,10 @@ class RunSpec(StrictModel):
             raise ValueError(f"claim.k: the claim averages over {claim.k} seeds, the spec runs seeds: {self.seeds}")
 
     def digest(self) -> str:
-        """The hash of what every episode depends on: not the decision question, the claim or the plan's priors (they decide
-        how many episodes run, not how one runs), so a resumed run may raise its budget. An arm's `released` is
-        hashed as its other descriptive fields (name, model) are, since a resume keeps the stored spec; left out when
-        unset, so runs started before the field existed still resume."""
+        """The hash of what every episode depends on: not the decision question, the claim or the plan's priors (they
+        decide how many episodes run, or what is asked of them, not how one runs), so a resumed run may raise its
+        budget. An arm's `released` is hashed as its other descriptive fields (name, model) are, since a resume keeps
+        the stored spec; left out when unset, so runs started before the field existed still resume."""
         unset = {i: {"released"} for i, arm in enumerate(self.arms) if arm.released is None}
         exclude: dict[str, Any] = {"decide": True, "plan": True, "claim": True, **({"arms": unset} if unset else {})}
         return hashlib.sha256(self.model_dump_json(exclude=exclude).encode()).hexdigest()

@@ -10,6 +10,7 @@ rest is rendering and plain exports of ledger rows.
       calls.csv|.parquet     every model_calls row of the run
       predictions/<arm>.jsonl         every final (task, seed) attempt of a model arm, one JSON line each
       predictions/<arm>.seed<N>.jsonl the same, one file per seed N, when the arm has attempts of several seeds
+      evidence/            a run whose spec has `claim:`: the evidence pack a vendor can check (reports.evidence)
 
 Predictions layout: a line is `{"instance_id", "model_name_or_path": "<arm>:<model>", "model_patch", "seed"}`
 with the patch read from the attempt's trajectory (`output_patch`). SWE-bench's harness keys predictions by
@@ -91,6 +92,7 @@ def write_report(db_path: Path | str, run_id: str, out_dir: Path | str, *,
             raise ReportError(f"{out}: cannot create the report directory: {exc}") from None
         written = _export_rows(conn, run_id, out)
         predictions = _write_predictions(conn, run_id, document, out, db_path)
+        written.update(_write_evidence(conn, run_id, out, db_path, strict))
         provenance = _provenance(conn, run_id, document)
         plan = run_plan(conn, run_id, summary=document)
     written.update(predictions.files)
@@ -102,6 +104,17 @@ def write_report(db_path: Path | str, run_id: str, out_dir: Path | str, *,
     for name, text in texts.items():
         written[name] = _write_text(out / name, text)
     return dict(sorted(written.items()))
+
+
+def _write_evidence(conn, run_id: str, out: Path, db_path: Path, strict: bool | None) -> dict[str, Path]:
+    """The evidence pack of a claim run, keyed under evidence/; nothing for a run without `claim:`."""
+    from reports.evidence import EvidenceError, write_evidence
+
+    try:
+        pack = write_evidence(conn, run_id, out / "evidence", db_path=db_path, strict=strict)
+    except EvidenceError as exc:
+        raise ReportError(str(exc)) from None
+    return {f"evidence/{name}": path for name, path in pack.items()}
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """The SWE-bench-like instance images the SWE-bench tests run: one per fixture in tests/fixtures/swebench, each
 tagged with its row's `image` as SWE-bench names them (`swebench/sweb.eval.x86_64.<id>:latest`), with the
-fixture's repository at /testbed as a git repository at the row's base_commit, with SWE-bench's set-up commit on top.
+fixture's repository at /testbed as a git repository at the row's base_commit, with SWE-bench's set-up commit on top;
+and copies of the fixture instances under other ids (copy_instances: one more tag on the same image).
 
 The fixture repositories are kept as plain files; the one commit made of them is deterministic (fixed names,
 dates and message, no host git configuration), so its hash can be written in the rows. An image is rebuilt only
@@ -16,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from container_images import ULIMITS, ImageSetupError, _machine_lock, _podman, ensure_swebench_base_image, podman_argv
@@ -51,6 +53,25 @@ def ensure_swebench_instance_images(rows: Path = ROWS) -> dict[str, str]:
     return images
 
 
+def copy_instances(copies: Mapping[str, str], rows: Path = ROWS) -> list[dict]:
+    """Rows for `copies` ({new instance id: fixture instance id}), in that order: the fixture's row under the new id,
+    its `image` named as SWE-bench names the new id's image, and that name tagged onto the fixture's image (a
+    `podman tag`, no build: a copy is the same image under another name). The fixture images are built first if
+    they are missing or stale. Callers change what else should differ (problem statement, created_at)."""
+    by_id = {row["instance_id"]: row for row in _read_rows(rows)}
+    unknown = sorted(set(copies.values()) - set(by_id))
+    if unknown:
+        raise ImageSetupError(f"copy_instances: no fixture row {', '.join(unknown)} in {rows}")
+    images = ensure_swebench_instance_images(rows)
+    copied = []
+    for new_id, original in copies.items():
+        row = dict(by_id[original], instance_id=new_id, image=_copy_image(by_id[original]["image"], original, new_id))
+        if _current_image(row, None) != images[original]:
+            _podman("tag", images[original], image_name(row))
+        copied.append(row)
+    return copied
+
+
 def make_build_context(instance_dir: Path, destination: Path) -> str:
     """Writes `instance_dir`'s Dockerfile and its repo/ made a git repository of one deterministic commit into
     `destination` (an empty or missing directory); returns that commit's hash."""
@@ -72,6 +93,15 @@ def make_build_context(instance_dir: Path, destination: Path) -> str:
 def image_name(row: dict) -> str:
     """The fully qualified name a row's `image` is tagged with; podman resolves the short name to it."""
     return f"docker.io/{row['image']}"
+
+
+def _copy_image(image: str, original: str, new_id: str) -> str:
+    """The row's image name with the original instance's id (as SWE-bench writes it, `__` as `_1776_`) replaced by
+    the copy's."""
+    written = original.replace("__", "_1776_")
+    if written not in image:
+        raise ImageSetupError(f"copy_instances: {original}'s image {image} does not name its instance id")
+    return image.replace(written, new_id.replace("__", "_1776_"))
 
 
 def _read_rows(rows: Path) -> list[dict]:

@@ -4,7 +4,6 @@ rules the docs state. The goal numbers themselves are the bench's to report, not
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -14,20 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.bench_scripts import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "decide_simulation.py"
 
 
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("decide_simulation", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
+bench = load_bench("decide_simulation")
 
 
 @pytest.fixture(scope="module")

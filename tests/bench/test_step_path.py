@@ -3,26 +3,13 @@ cancels fixed costs, and the leafcost half runs its real path end to end with bo
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from support.bench_scripts import load_bench
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-server = _load("step_server")
-bench = _load("step_path")
+server = load_bench("step_server")
+bench = load_bench("step_path")
 LEAF_TOOLS = [{"type": "function", "function": {"name": "Bash"}}, {"type": "function", "function": {"name": "Read"}}]
 MINI_TOOLS = [{"type": "function", "function": {"name": "bash"}}]
 

@@ -5,30 +5,21 @@ attempt per key, hosted costs from the price sheet, cumulative server counters m
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
+from support.bench_scripts import load_bench
 
 from adapters.base import CallAttempt, Usage
 from compare.ledger import Ledger
 from compare.pricing import explicit_cost
 from compare.spec import RunSpec
 
-REPO = Path(__file__).resolve().parents[2]
 EPISODES, CALLS = 600, 20
 
 
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("synthetic_ledger", REPO / "bench" / "synthetic_ledger.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
+bench = load_bench("synthetic_ledger")
 
 
 @pytest.fixture(scope="module")

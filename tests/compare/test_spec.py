@@ -256,3 +256,27 @@ def test_resource_overrides_are_harbors_and_a_bad_one_is_named():
     with pytest.raises(SpecError, match=r"sandbox\.override_memory_mb"):
         parse_run_spec({"name": "o", "suite": "builtin", "arms": [{"name": "oracle", "adapter": "oracle"}],
                         "sandbox": {"override_memory_mb": 0}})
+
+
+CLAIM = {"title": "t", "source": "s", "arm": "frog", "benchmark": "b", "avg_at_k": 0.615, "pass_at_k": 0.71, "k": 3}
+
+
+def claim_spec(**claim) -> dict:
+    return {"name": "c", "suite": "builtin", "seeds": 3, "claim": {**CLAIM, **claim},
+            "arms": [{"name": "frog", "adapter": "local"}, {"name": "oracle", "adapter": "oracle"}]}
+
+
+def test_a_claim_is_checked_against_the_arms_and_seeds_and_left_out_of_the_hash():
+    spec = parse_run_spec(claim_spec())
+    assert spec.claim.avg_at_k == 0.615 and spec.claim.tolerance == 0.05 and spec.claim.max_harness_error_rate == 0.02
+    unclaimed = parse_run_spec({key: value for key, value in claim_spec().items() if key != "claim"})
+    assert spec.digest() == unclaimed.digest()  # the question, not the episodes: a resume may add it
+    for change, message in [({"arm": "gone"}, "claim.arm: no arm named 'gone' (arms: frog, oracle)"),
+                            ({"arm": "oracle"}, "claim.arm: 'oracle' is the oracle arm"),
+                            ({"k": 2}, "claim.k: the claim averages over 2 seeds, the spec runs seeds: 3"),
+                            ({"pass_at_k": 0.5}, "pass_at_k (0.5) is below avg_at_k (0.615)"),
+                            ({"avg_at_k": 1.2}, "claim.avg_at_k: Input should be less than 1"),
+                            ({"tolerance": -0.1}, "claim.tolerance: Input should be greater than or equal to 0")]:
+        with pytest.raises(SpecError) as caught:
+            parse_run_spec(claim_spec(**change))
+        assert message in str(caught.value), (change, str(caught.value))

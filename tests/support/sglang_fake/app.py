@@ -1,5 +1,6 @@
-"""The fake SGLang server's application, apart from any HTTP framework: routes, auth, the turn each request gets,
-usage with a coarse prefix cache, error injection, delays and hangs, and what was received.
+"""The fake SGLang server's application, apart from any HTTP framework: routes, auth, the turn each request gets
+(per scripted task: which of its conversations resolve), usage with a coarse prefix cache, error injection, delays
+and hangs, and what was received.
 
 `ScriptedApp.handle` takes an `Incoming` request and gives a `Reply`; `serving` puts it behind a socket.
 """
@@ -17,7 +18,7 @@ from typing import Any, Awaitable, Callable
 
 from support.sglang_fake import shapes
 from support.sglang_fake.metrics import Answer, Metrics
-from support.sglang_fake.script import Script, ToolCallSpec, TurnSpec, UsageSpec
+from support.sglang_fake.script import Branch, Script, TaskScript, ToolCallSpec, TurnSpec, UsageSpec
 
 __all__ = ["Incoming", "RecordedRequest", "Reply", "ScriptedApp"]
 
@@ -73,6 +74,10 @@ class ScriptedApp:
         self.metrics = Metrics(script)
         self.server_args = shapes.server_args(script)
         self._attempt_counts: dict[str, int] = {}
+        self.task_conversations: dict[str, dict[str, int]] = {}  # marker → conversations started per branch
+        # a scripted task's first answer's tool-call ids → (marker, branch): how its later steps are told apart
+        self._branch_by_call_id: dict[str, tuple[str, Branch]] = {}
+        self._markers = sorted(script.tasks, key=len, reverse=True)  # longest first: it wins over its prefixes
         self._prefix_cache: set[bytes] = set()
         self._in_flight_prompt_tokens = 0
         self._instant = shapes.InstantTemplates(script.instant) if script.instant else None
@@ -90,8 +95,9 @@ class ScriptedApp:
         self._route_paths = {path for _, path in self._routes}
 
     def stats_snapshot(self) -> dict[str, Any]:
-        """Counters: chat requests received, answers and errors sent, requests in flight."""
-        return dict(self.counters)
+        """Counters: chat requests received, answers and errors sent, requests in flight; and per scripted task
+        (`tasks`, by marker) the conversations started on each branch."""
+        return {**self.counters, "tasks": {marker: dict(counts) for marker, counts in self.task_conversations.items()}}
 
     def handle(self, request: Incoming) -> Reply | Awaitable[Reply]:
         """A reply now, or an awaitable one for delayed and hanging turns."""
@@ -126,10 +132,10 @@ class ScriptedApp:
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             return self._error(400, "`messages` must be a non-empty list of message objects")
-        turn = self._turn_for(messages)
+        turn, opened = self._turn_for(messages)
         if turn.hang or turn.delay:
-            return self._answer_later(turn, body, started)
-        return self._answer(turn, body, started)
+            return self._answer_later(turn, body, started, opened)
+        return self._answer(turn, body, started, opened)
 
     def _instant_answer(self, request: Incoming, started: float) -> Reply:
         """No JSON parsing: the step is the count of assistant messages, the model a regex match."""
@@ -143,16 +149,57 @@ class ScriptedApp:
         self.counters["answers"] += 1
         return Reply(200, body)
 
-    def _turn_for(self, messages: list[dict[str, Any]]) -> TurnSpec:
+    def _turn_for(self, messages: list[dict[str, Any]]) -> tuple[TurnSpec, tuple[str, Branch] | None]:
+        """The turn this request gets, and the (marker, branch) of a scripted task's conversation it opens (step 0),
+        whose answer's tool-call ids are then remembered."""
         step = _step(messages)
         if self.script.instant is not None:  # a streamed request in instant mode
-            return _instant_turn(self.script, step)
-        if step < len(self.script.turns):
-            turn = self.script.turns[step]
-        elif isinstance(self.script.then, TurnSpec):
-            turn = self.script.then
+            return _instant_turn(self.script, step), None
+        marker = self._marker(messages)
+        opened = None
+        if marker is None:
+            turn = self._script_turn(step)
         else:
-            turn = self.script.turns[-1] if self.script.turns else TurnSpec(content="")
+            task = self.script.tasks[marker]
+            branch = self._open_branch(marker, task) if step == 0 else self._branch_of(marker, messages)
+            opened = (marker, branch) if step == 0 else None
+            turns = task.turns(branch)
+            turn = turns[min(step, len(turns) - 1)] if turns else TurnSpec(content="")
+        return self._attempt_of(turn, messages), opened
+
+    def _script_turn(self, step: int) -> TurnSpec:
+        if step < len(self.script.turns):
+            return self.script.turns[step]
+        if isinstance(self.script.then, TurnSpec):
+            return self.script.then
+        return self.script.turns[-1] if self.script.turns else TurnSpec(content="")
+
+    def _marker(self, messages: list[dict[str, Any]]) -> str | None:
+        """The longest task marker in the conversation's first user message, if any."""
+        if not self._markers:
+            return None
+        first_user = next((message for message in messages if message.get("role") == "user"), None)
+        text = _text_of(first_user.get("content")) if first_user else ""
+        return next((marker for marker in self._markers if marker in text), None)
+
+    def _open_branch(self, marker: str, task: TaskScript) -> Branch:
+        """A new conversation of the task: the first `resolve` of them resolve."""
+        counts = self.task_conversations.setdefault(marker, {"resolving": 0, "missing": 0})
+        branch: Branch = "resolving" if counts["resolving"] < task.resolve else "missing"
+        counts[branch] += 1
+        return branch
+
+    def _branch_of(self, marker: str, messages: list[dict[str, Any]]) -> Branch:
+        """A later step's branch, by the tool-call ids of the conversation's first answer; a conversation the server
+        did not open (its first answer had no tool calls, or another server's) misses."""
+        first_answer = next((message for message in messages if message.get("role") == "assistant"), {})
+        for call in first_answer.get("tool_calls") or []:
+            known = self._branch_by_call_id.get(call.get("id")) if isinstance(call, dict) else None
+            if known is not None and known[0] == marker:
+                return known[1]
+        return "missing"
+
+    def _attempt_of(self, turn: TurnSpec, messages: list[dict[str, Any]]) -> TurnSpec:
         if turn.attempts is not None:
             key = hashlib.sha1(_canonical(messages)).hexdigest()
             seen = self._attempt_counts.get(key, 0)
@@ -160,7 +207,8 @@ class ScriptedApp:
             turn = turn.attempts[min(seen, len(turn.attempts) - 1)]
         return turn
 
-    async def _answer_later(self, turn: TurnSpec, body: dict[str, Any], started: float) -> Reply:
+    async def _answer_later(self, turn: TurnSpec, body: dict[str, Any], started: float,
+                            opened: tuple[str, Branch] | None) -> Reply:
         """A delayed or hanging answer: it counts as running (sglang:num_running_reqs) while it waits."""
         task = asyncio.current_task()
         assert task is not None
@@ -176,9 +224,10 @@ class ScriptedApp:
             self.counters["in_flight"] -= 1
             self._in_flight_prompt_tokens -= prompt_estimate
             self.waiting.discard(task)
-        return self._answer(turn, body, started)
+        return self._answer(turn, body, started, opened)
 
-    def _answer(self, turn: TurnSpec, body: dict[str, Any], started: float) -> Reply:
+    def _answer(self, turn: TurnSpec, body: dict[str, Any], started: float,
+                opened: tuple[str, Branch] | None = None) -> Reply:
         if turn.status is not None:
             return self._error(turn.status, turn.message or f"scripted {turn.status} {shapes.reason(turn.status)}",
                                headers=_error_headers(turn))
@@ -191,6 +240,8 @@ class ScriptedApp:
             content = ("flood " * (turn.flood_chars // 6 + 1))[:turn.flood_chars]
             finish_reason = finish_reason or "length"
         tool_calls = [shapes.tool_call(spec, index) for index, spec in enumerate(turn.tool_calls)]
+        if opened is not None:
+            self._branch_by_call_id.update((call["id"], opened) for call in tool_calls)
         finish_reason = finish_reason or ("tool_calls" if tool_calls else "stop")
         usage = self._usage(turn, body, content, tool_calls)
         model = body.get("model") if isinstance(body.get("model"), str) else "default"
@@ -331,6 +382,15 @@ def _instant_turn(script: Script, step: int) -> TurnSpec:
 def _step(messages: list[dict[str, Any]]) -> int:
     """The turn index: 0 for a fresh conversation (system + user only), else the number of assistant messages."""
     return sum(1 for message in messages if message.get("role") == "assistant")
+
+
+def _text_of(content: Any) -> str:
+    """A message's text: the string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
+    return ""
 
 
 def _canonical(value: Any) -> bytes:

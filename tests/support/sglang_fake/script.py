@@ -1,5 +1,6 @@
 """The script a fake SGLang server answers from: one turn per conversation step, each an answer, an HTTP error,
-garbage, a delay or a hang; `instant` for benchmarks; the launch's server args, auth and GPU costs."""
+garbage, a delay or a hang; per task (a marker in the first user message) a count of conversations that resolve and
+the turns that resolve or miss; `instant` for benchmarks; the launch's server args, auth and GPU costs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["GpuSpec", "InstantSpec", "RepeatLast", "Script", "ToolCallSpec", "TurnSpec", "UsageSpec", "load_script"]
+__all__ = ["GpuSpec", "InstantSpec", "RepeatLast", "Script", "TaskScript", "ToolCallSpec", "TurnSpec", "UsageSpec",
+           "load_script"]
 
 
 class _Strict(BaseModel):
@@ -78,6 +80,34 @@ class RepeatLast(_Strict):
     repeat_last: Literal[True]
 
 
+Branch = Literal["resolving", "missing"]
+
+
+class TaskScript(_Strict):
+    """One task's conversations, told apart by a marker in their first user message: the first `resolve` of them
+    to start (in the order their step-0 requests arrive) answer from `resolving`, every later one from `missing`.
+    Past its list's end a conversation repeats the list's last turn. The server tells a conversation's later steps
+    apart by the tool-call ids of its first answer, so those ids are generated, never scripted."""
+
+    resolve: int = Field(default=0, ge=0)
+    resolving: list[TurnSpec] = Field(default_factory=list)
+    missing: list[TurnSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _answerable(self) -> TaskScript:
+        if self.resolve and not self.resolving:
+            raise ValueError(f"`resolve` is {self.resolve} but `resolving` has no turns")
+        for name, turns in (("resolving", self.resolving), ("missing", self.missing)):
+            for turn in turns:
+                if any(call.id is not None for attempt in (turn.attempts or [turn]) for call in attempt.tool_calls):
+                    raise ValueError(f"a task's `{name}` turns may not set tool-call ids: the server tells its "
+                                     "conversations apart by the ids it generates")
+        return self
+
+    def turns(self, branch: Branch) -> list[TurnSpec]:
+        return self.resolving if branch == "resolving" else self.missing
+
+
 class InstantSpec(_Strict):
     """Benchmark mode: `steps` tool-call answers, then a final content answer, constant small usage."""
 
@@ -100,6 +130,9 @@ class Script(_Strict):
     model: str = "frognano-4b"  # the model path SGLang was launched with
     served_model_name: str | None = None  # defaults to `model`, as SGLang does
     turns: list[TurnSpec] = Field(default_factory=list)
+    # marker → its task's script; a conversation whose first user message holds no marker answers from `turns`,
+    # one that holds several from the longest marker's (so "copy-1" and "copy-10" can both be markers)
+    tasks: dict[str, TaskScript] = Field(default_factory=dict)
     then: RepeatLast | TurnSpec = Field(default_factory=lambda: RepeatLast(repeat_last=True))
     auth: str | None = None  # the one accepted Authorization value, e.g. "Bearer secret"
     instant: InstantSpec | None = None
@@ -109,6 +142,12 @@ class Script(_Strict):
     error_style: Literal["openai", "sglang"] = "openai"  # nested {"error": {...}} or SGLang's flat ErrorResponse
     health_status: int = 200  # /health and /health_generate answer this (503 = still starting / unhealthy)
     gpu: GpuSpec = Field(default_factory=GpuSpec)
+
+    @model_validator(mode="after")
+    def _markers_given(self) -> Script:
+        if any(not marker for marker in self.tasks):
+            raise ValueError("a `tasks` marker must be a non-empty string")
+        return self
 
     @property
     def served_name(self) -> str:
