@@ -266,7 +266,11 @@ def claim_sentence(verdict: Verdict, test: ClaimTestResult, harness: HarnessHeal
     if test.tasks_to_decide is None:
         return f"undecided: {figures}; the plan cannot say how many more instances would decide"
     left = total_tasks - test.tasks
-    beyond = f" (this run has {counted(left, 'claim task')} left)" if test.tasks_to_decide > left else ""
+    beyond = ""
+    if left == 0:  # every instance ran: the benchmark itself is too small to settle it at this tolerance
+        beyond = " (every claim task has run: the benchmark cannot settle it at this tolerance and error rate)"
+    elif test.tasks_to_decide > left:
+        beyond = f" (this run has {counted(left, 'claim task')} left)"
     return f"undecided: {counted(test.tasks_to_decide, 'more instance')} would decide{beyond}; {figures}"
 
 

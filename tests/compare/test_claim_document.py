@@ -221,6 +221,10 @@ def test_the_verdict_words_and_their_sentences():
     assert more > 495 and undecided.sentence.startswith(
         f"undecided: {more:,} more instances would decide (this run has 495 claim tasks left); Avg@3 ")
     assert undecided.total_tasks == 500 and undecided.tasks == 5
+    exhausted = claim_from_tasks(claim, [t.model_copy(update={"task_id": f"u{i}"}) for i, t in enumerate(few)],
+                                 total_tasks=5)  # every claim task ran: no instance is left to run
+    assert exhausted.verdict == "undecided" and "(every claim task has run: the benchmark cannot settle it at " \
+        "this tolerance and error rate)" in exhausted.sentence
 
 
 def test_nothing_finished_is_undecided_without_figures():
