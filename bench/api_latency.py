@@ -6,12 +6,14 @@ the web page) in its own process; this process is the client.
 Run from the repository root:
 
     .venv/bin/python bench/api_latency.py [--db PATH] [--episodes 100000] [--calls-per-episode 20]
-                                          [--requests 200] [--seconds 10] [--clients 4] [--json]
+                                          [--requests 200] [--seconds 10] [--clients 4] [--quick] [--json]
 
 Without --db a synthetic ledger is built first (bench/synthetic_ledger.py, 100,000 episodes × 20 calls) in a
 temporary folder; with --db a kept one is reused (e.g. /tmp/leafcost-bench/ledger-10m.duckdb, 10M calls).
 Goals on 2 cores: p50 <= 50 ms and >= 200 requests/s (a finished run's summary is served from memory once
-computed). Timings are reported, never asserted."""
+computed). The machine's load average is recorded before and after. --quick builds a tiny ledger
+(bench/synthetic_ledger.py's --quick) and sends a few requests: a check that the bench runs, not a measurement.
+Timings are reported, never asserted."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 GOAL_P50_MS = 50.0
 GOAL_REQUESTS_PER_SEC = 200.0
 START_TIMEOUT_SEC = 120.0
+QUICK_REQUESTS, QUICK_SECONDS, QUICK_CLIENTS = 20, 1.0, 2
 
 
 def free_port() -> int:
@@ -122,6 +125,7 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
 
 
 async def measure(db: Path, folder: Path, requests: int, duration: float, clients: int) -> dict[str, Any]:
+    load_before = _load()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = folder / "serve.log"
@@ -146,7 +150,13 @@ async def measure(db: Path, folder: Path, requests: int, duration: float, client
     return {"db": str(db), "run_id": run_id, "startup_sec": round(startup, 2), "summary_bytes": size,
             "first_request_sec": round(first, 3), "sequential": one, "concurrent": many,
             "goal": {"p50_ms": GOAL_P50_MS, "requests_per_sec": GOAL_REQUESTS_PER_SEC},
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load_before,
+                        "load_after": _load()}}
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
 def counts(db: Path) -> dict[str, int]:
@@ -169,8 +179,16 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="sequential requests timed")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long the concurrent clients run")
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a tiny ledger, {QUICK_REQUESTS} sequential requests, {QUICK_CLIENTS} clients for "
+                             f"{QUICK_SECONDS:g} s: a check that the bench runs, not a measurement")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.quick:
+        from synthetic_ledger import QUICK_CALLS_PER_EPISODE, QUICK_EPISODES
+
+        args.episodes, args.calls_per_episode = QUICK_EPISODES, QUICK_CALLS_PER_EPISODE
+        args.requests, args.seconds, args.clients = QUICK_REQUESTS, QUICK_SECONDS, QUICK_CLIENTS
     with tempfile.TemporaryDirectory(prefix="leafcost-api-bench-") as tmp:
         folder = Path(tmp)
         db, build_sec = args.db, None
@@ -181,13 +199,15 @@ def main() -> None:
             build_sec = make_synthetic_ledger(db, episodes=args.episodes,
                                               calls_per_episode=args.calls_per_episode)["total_sec"]
         result = {**counts(db), **asyncio.run(measure(db, folder, args.requests, args.seconds, args.clients)),
-                  "ledger_build_sec": build_sec}
+                  "ledger_build_sec": build_sec, "quick": args.quick}
     if args.json:
         print(json.dumps(result, indent=2))
         return
     one, many = result["sequential"], result["concurrent"]
     print(f"{result['model_calls']:,} model calls, {result['episodes']:,} episodes ({result['db']}); "
           f"{result['machine']['cpus']} cores; summary document {result['summary_bytes']:,} bytes")
+    print(f"  load before: {result['machine']['load_before']}; after: {result['machine']['load_after']}"
+          + ("; --quick: a check that the bench runs, not a measurement" if args.quick else ""))
     print(f"  server start-up (until /health)   {result['startup_sec']:>9.2f} s")
     print(f"  first summary request (computes)  {result['first_request_sec']:>9.3f} s")
     print(f"  {'':<34}{'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'req/s':>9} {'errors':>7}")

@@ -6,7 +6,7 @@ output records the run time (wall and CPU) and the machine's load average before
 
 Run from the repository root:
 
-    .venv/bin/python bench/ci_coverage.py [--runs 10000] [--tasks 30] [--seeds 3] [--json]
+    .venv/bin/python bench/ci_coverage.py [--runs 10000] [--tasks 30] [--seeds 3] [--quick] [--json]
 
 Each run draws its tasks afresh: a task's difficulty p from the design's Beta, arm A's seeds resolved with
 probability p, arm B's with 0.8·p (the same tasks are hard for both: the pairing matters); a task's base cost is
@@ -27,7 +27,8 @@ added in another order).
 Counting: an interval covers when truth ≥ its lower bound and ≤ its upper bound, an unbounded side covering
 everything on that side (a one-sided interval [low, ∞) covers when low ≤ truth). A run with no interval at all
 (no number, or both bounds unbounded) counts as a miss. Coverage is reported, never asserted, with its Monte
-Carlo standard error √(c(1 − c)/runs) beside it."""
+Carlo standard error √(c(1 − c)/runs) beside it. --quick simulates 50 runs per design with 200 resamples: a check
+that the bench runs (the first runs still checked against the public estimators), not a measurement."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ B_COST, B_SIGMA = 0.6, 0.5  # arm B's attempts: 0.6× the base cost × lognormal
 DESIGNS = {"Beta(.7,.7)": (0.7, 0.7), "Beta(1,3)": (1.0, 3.0), "Beta(.3,2)": (0.3, 2.0)}
 CHECKED_RUNS = 5  # per design, compared with the public estimators
 BATCH = 250  # runs per matrix product: 2,000 × 250 × 8 float64 sums = 32 MB
+QUICK_RUNS, QUICK_RESAMPLES = 50, 200
 
 # the figures, in the order of the table: (key, label)
 FIGURES = (("avg_at_k", "Avg@3"), ("per_attempt", "cost/resolved attempt"), ("per_task", "cost/resolved task"),
@@ -242,18 +244,24 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=30)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_RUNS} runs per design, {QUICK_RESAMPLES} resamples: a check that the bench runs, "
+                             "not a measurement")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.resamples = QUICK_RUNS, QUICK_RESAMPLES
     load_before = _load()
     started, cpu = time.perf_counter(), time.process_time()
     results = [run_design(name, args.runs, args.tasks, args.seeds, args.resamples) for name in DESIGNS]
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     machine = {"wall_seconds": wall, "cpu_seconds": cpu, "load_before": load_before, "load_after": _load()}
     if args.json:
-        print(json.dumps({"results": results, "machine": machine}, indent=2))
+        print(json.dumps({"results": results, "machine": machine, "quick": args.quick}, indent=2))
         return
     print(f"{args.tasks} tasks x {args.seeds} seeds, {args.runs:,} runs per design, {args.resamples:,} resamples: "
-          f"{wall:.0f} s wall, {cpu:.0f} s CPU; before: {load_before}; after: {machine['load_after']}")
+          f"{wall:.0f} s wall, {cpu:.0f} s CPU; before: {load_before}; after: {machine['load_after']}"
+          + ("; --quick: a check that the bench runs, not a measurement" if args.quick else ""))
     print("coverage, percentile → now ± Monte Carlo SE (no interval: share of runs; one-sided: share of runs)")
     print("| figure | " + " | ".join(results_design["design"] for results_design in results) + " |")
     print("|---|" + "---|" * len(results))

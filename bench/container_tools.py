@@ -3,10 +3,12 @@ runner's one long-lived `exec -i` stream, the same command as one `podman exec` 
 execs per tool call pays), the local bubblewrap sandbox's round trip, and opening + closing a sandbox (container
 vs bubblewrap) on a cached environment.
 
-Run from the repository root:  .venv/bin/python bench/container_tools.py [--rounds N] [--start-rounds N] [--json]
+Run from the repository root:
+    .venv/bin/python bench/container_tools.py [--rounds N] [--start-rounds N] [--quick] [--json]
 Variants are interleaved round by round so machine noise hits them alike. The task is the built-in
-`cron-next-run`; its image's FROM comes from the test suite's stand-in images (made if missing). Timings are
-reported, never asserted.
+`cron-next-run`; its image's FROM comes from the test suite's stand-in images (made if missing, never pulled).
+The machine's load average is recorded before and after. --quick checks that the bench runs (a few rounds): not
+a measurement. Timings are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,6 +30,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from container_images import ensure_toolchain_images  # noqa: E402
 from sandbox import SandboxOptions, load_suite, open_sandbox  # noqa: E402
 from sandbox.container.engine import engine  # noqa: E402
+
+QUICK_ROUNDS, QUICK_START_ROUNDS = 3, 2  # a p90 needs two values
 
 
 async def measure(rounds: int, start_rounds: int) -> dict[str, list[float]]:
@@ -74,10 +79,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--start-rounds", type=int, default=10)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_ROUNDS} rounds, {QUICK_START_ROUNDS} starts: a check that the bench runs, not a "
+                             "measurement")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
+    if options.quick:
+        options.rounds, options.start_rounds = QUICK_ROUNDS, QUICK_START_ROUNDS
+    if options.rounds < 2 or options.start_rounds < 2:
+        parser.error("--rounds and --start-rounds must be at least 2 (for a p90)")
     ensure_toolchain_images()
+    load_before = _load()
     times = asyncio.run(measure(options.rounds, options.start_rounds))
+    machine = {"cpus": os.cpu_count(), "load_before": load_before, "load_after": _load()}
     rows = {label: {"p50_ms": statistics.median(values) * 1000,
                     "p90_ms": statistics.quantiles(values, n=10)[-1] * 1000, "rounds": len(values)}
             for label, values in times.items()}
@@ -86,13 +100,20 @@ def main() -> None:
               "podman runner stream / local Bash tool (p50)": rows[labels[0]]["p50_ms"] / rows[labels[2]]["p50_ms"],
               "podman open+close / local open+close (p50)": rows[labels[3]]["p50_ms"] / rows[labels[4]]["p50_ms"]}
     if options.json:
-        print(json.dumps({"timings": rows, "ratios": ratios}, indent=2))
+        print(json.dumps({"timings": rows, "ratios": ratios, "machine": machine, "quick": options.quick}, indent=2))
         return
+    print(f"load before: {machine['load_before']}; after: {machine['load_after']}"
+          + ("; --quick: a check that the bench runs, not a measurement" if options.quick else ""))
     print(f"{'variant':<55} {'p50 ms':>9} {'p90 ms':>9} {'rounds':>7}")
     for label, row in rows.items():
         print(f"{label:<55} {row['p50_ms']:>9.1f} {row['p90_ms']:>9.1f} {row['rounds']:>7}")
     for label, ratio in ratios.items():
         print(f"{label}: {ratio:.2f}x")
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
 if __name__ == "__main__":

@@ -4,13 +4,14 @@
 ledger and bubblewrap sandboxes against the scripted server in `instant` mode (a separate process, so the model
 costs nothing and the harness is what is measured). Each step is one model call plus one trivial tool call.
 
-    .venv/bin/python bench/harness_throughput.py [--episodes 150] [--steps 20] [--tool Read|Bash] [--json]
+    .venv/bin/python bench/harness_throughput.py [--episodes 150] [--steps 20] [--tool Read|Bash] [--quick] [--json]
 
 Printed: steps/s over the stepping phase (first to last model call) and over the whole run (sandbox starts and
 grading included), harness CPU per step (this process and the children it reaped), the sandboxes' own CPU per
 step (from each sandbox's cgroup, as the ledger records it in episodes.sandbox_cpu_seconds: getrusage never sees
 CPU spent inside a sandbox), and
-the ratio to what a 150-worker Leaf run needs at 5 s per model call (150 / 5 = 30 steps/s).
+the ratio to what a 150-worker Leaf run needs at 5 s per model call (150 / 5 = 30 steps/s), with the machine's
+load average before and after. --quick checks that the bench runs (4 episodes of 3 steps): not a measurement.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from compare.runner import Runner  # noqa: E402
 from compare.spec import parse_run_spec  # noqa: E402
 
 LEAF_NEEDS = 150 / 5.0  # steps/s of a 150-worker Leaf run when each model call takes 5 s
+QUICK_EPISODES, QUICK_STEPS = 4, 3
+
+
 def measure(episodes: int, steps: int, tool: str) -> dict:
     arguments = {"command": "true"} if tool == "Bash" else {"file_path": "README.md"}
     script = {"instant": {"tool": tool, "arguments": arguments, "steps": steps}}
@@ -51,6 +55,7 @@ def measure(episodes: int, steps: int, tool: str) -> dict:
                       "max_retries": 0, "gpu": {"type": "H200", "usd_per_hour": 3.5}, "metrics_interval_sec": 60}]})
         db = root / "ledger.duckdb"
         ledger = Ledger.open(db)
+        load_before = _load()
         before = _own_and_children_cpu()
         started = time.monotonic()
         summary = asyncio.run(Runner(spec, ledger, db_path=db).run())
@@ -71,7 +76,13 @@ def measure(episodes: int, steps: int, tool: str) -> dict:
             "harness_cpu_ms_per_step": round(harness_cpu / calls["n"] * 1000, 2),
             "sandbox_cpu_ms_per_step": round(sandbox_cpu / calls["n"] * 1000, 2),
             "x_leaf_150_workers_at_5s": round(stepping / LEAF_NEEDS, 1), "status": summary.status,
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_before": load_before,
+                        "load_after": _load()}}
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
 def _own_and_children_cpu() -> float:
@@ -86,13 +97,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="tool-call steps before the final answer")
     parser.add_argument("--tool", choices=["Read", "Bash"], default="Read",
                         help="Read: a trivial tool; Bash: each step also starts a login shell in the sandbox")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_EPISODES} episodes of {QUICK_STEPS} steps: a check that the bench runs, not a "
+                             "measurement")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = measure(args.episodes, args.steps, args.tool)
+    if args.quick:
+        args.episodes, args.steps = QUICK_EPISODES, QUICK_STEPS
+    result = {**measure(args.episodes, args.steps, args.tool), "quick": args.quick}
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"machine: {result['machine']['cpus']} cores, Python {result['machine']['python']}")
+    print(f"machine: {result['machine']['cpus']} cores, Python {result['machine']['python']}; load before: "
+          f"{result['machine']['load_before']}; after: {result['machine']['load_after']}"
+          + ("; --quick: a check that the bench runs, not a measurement" if args.quick else ""))
     print(f"{result['episodes']} concurrent episodes × {result['steps_per_episode']} steps, tool {result['tool']}: "
           f"{result['model_calls']} model calls ({result['failed_calls']} failed), exits {result['exit_reasons']}")
     print(f"  steps/s while stepping     {result['steps_per_sec_stepping']:>8}   ({result['stepping_sec']} s)")

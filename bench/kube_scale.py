@@ -21,7 +21,8 @@ execs per call pays.
                                          [--mib 64] [--calls 2000] [--exec-calls 200] [--rounds 3] [--quick] [--json]
 
 Each run records the machine's busy cores from /proc/stat and the outside load (busy cores that were neither the
-runner nor the stand-ins). Timings are reported, never asserted.
+runner nor the stand-ins), and the load average before and after. --quick runs 2 and 4 episodes of 2 short steps
+and a few exec-stream calls: a check that the bench runs, not a measurement. Timings are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 LIVE_SHARE = 0.9  # "N live": at least this share of the run's N pods stored at once
 PEAK_WINDOW_SEC = 2.0  # "peak cores": the runner's highest CPU rate over a window this long
+QUICK = {"episodes": [2, 4], "steps": 2, "turn_sec": 0.2, "start_sec": 0.1, "sample_sec": 0.2, "mib": 4, "calls": 50,
+         "exec_calls": 10, "rounds": 1}
 
 
 # --------------------------------------------------------------------------------------------- the stand-ins
@@ -314,6 +317,7 @@ def _commit() -> str:
 
 def measure(*, episodes: list[int], steps: int, turn_sec: float, start_sec: float, sample_sec: float, mib: int,
             calls: int, exec_calls: int, rounds: int, progress=lambda text: None) -> dict:
+    loadavg_at_start = Path("/proc/loadavg").read_text().split()[:3]
     runs = []
     with tempfile.TemporaryDirectory(prefix="leafcost-kube-scale-") as tmp:
         for n in episodes:
@@ -338,6 +342,7 @@ def measure(*, episodes: list[int], steps: int, turn_sec: float, start_sec: floa
                        "rounds": rounds},
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "commit": _commit(),
                         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                        "loadavg_at_start": loadavg_at_start,
                         "loadavg_at_end": Path("/proc/loadavg").read_text().split()[:3]},
             "runs": runs, "marginal": marginal, "exec_streams": streams}
 
@@ -345,7 +350,9 @@ def measure(*, episodes: list[int], steps: int, turn_sec: float, start_sec: floa
 def render(result: dict) -> str:
     design, machine = result["design"], result["machine"]
     lines = [f"machine: {machine['cpus']} cores, Python {machine['python']}, {machine['commit']}, {machine['date']}, "
-             f"load average at the end {' '.join(machine['loadavg_at_end'])}",
+             f"load average at the start {' '.join(machine['loadavg_at_start'])}, at the end "
+             f"{' '.join(machine['loadavg_at_end'])}"
+             + ("; --quick: a check that the bench runs, not a measurement" if result.get("quick") else ""),
              f"episodes of {design['steps']} tool calls + an answer, {design['turn_sec']:g} s per model turn, pods "
              f"Running {design['start_sec']:g} s after creation", "",
              "| concurrent episodes | wall s | runner CPU s | CPU ms per episode | mean cores | cores with N live "
@@ -392,16 +399,19 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="tool calls over the stream per round")
     parser.add_argument("--exec-calls", type=int, default=200, help="execs per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="10 and 50 episodes, short turns, small counts")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 and 4 episodes, short turns, small counts: a check that the bench runs, not a "
+                             "measurement")
     parser.add_argument("--json", action="store_true", help="every run's record as JSON")
     args = parser.parse_args()
     if args.quick:
-        args.episodes, args.steps, args.turn_sec, args.start_sec = [10, 50], 3, 0.5, 0.2
-        args.mib, args.calls, args.exec_calls, args.rounds = 16, 300, 50, 2
+        for name, value in QUICK.items():
+            setattr(args, name, value)
     result = measure(episodes=sorted(args.episodes), steps=args.steps, turn_sec=args.turn_sec,
                      start_sec=args.start_sec, sample_sec=args.sample_sec, mib=args.mib, calls=args.calls,
                      exec_calls=args.exec_calls, rounds=args.rounds,
                      progress=lambda text: print(text, file=sys.stderr, flush=True))
+    result["quick"] = args.quick
     print(json.dumps(result, indent=2) if args.json else render(result))
 
 

@@ -1,10 +1,13 @@
 """What the local sandbox costs: a Bash tool round trip for `true` against the same shell run directly on the
 host, sandbox start on a cached environment, and each built-in task's environment build (cold and cached).
 
-Run from the repository root:  .venv/bin/python bench/sandbox_overhead.py [--rounds N] [--start-rounds N] [--json]
+Run from the repository root:
+    .venv/bin/python bench/sandbox_overhead.py [--rounds N] [--start-rounds N] [--quick] [--json]
 Variants measured together are interleaved round by round (A, B, A, B, ...) so machine noise hits them alike.
 Everything is built in a temporary cache directory that is removed afterwards; every sandbox is closed.
---json prints the same results as JSON instead of the table. Timings are reported, never asserted.
+--json prints the same results as JSON instead of the table; --quick checks that the bench runs (the first
+built-in task only, a few rounds): not a measurement. The machine's load average is recorded before and after.
+Timings are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from sandbox import OpenedSandbox, SandboxOptions, Task, load_suite, open_sandbo
 from sandbox.local.bwrap import bwrap_version
 
 GOAL_RATIO = 1.5  # sandboxed Bash round trip / host `bash -lc true`, at p50
+QUICK_ROUNDS, QUICK_START_ROUNDS, QUICK_TASKS = 3, 1, 1
 TOOL = "sandbox Bash tool `true` (bash -lc, sandbox's minimal profile)"
 HOST_LOGIN = "host subprocess `bash -lc true` (host's login profile)"
 HOST_PLAIN = "host subprocess `bash -c true` (no profile)"
@@ -52,10 +56,13 @@ class Machine(BaseModel):
     python: str
     bwrap: str | None
     limits_via: str
+    load_before: str
+    load_after: str
 
 
 class Report(BaseModel):
     machine: Machine
+    quick: bool
     round_trip_task: str
     warmup_rounds: int
     round_trip: list[Timing]
@@ -72,18 +79,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100, help="measured round trips per variant (default 100)")
     parser.add_argument("--start-rounds", type=int, default=5, help="sandbox starts per task (default 5)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"the first built-in task only, {QUICK_ROUNDS} rounds, {QUICK_START_ROUNDS} start: "
+                             "a check that the bench runs, not a measurement")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.start_rounds = QUICK_ROUNDS, QUICK_START_ROUNDS
     if args.rounds < 2 or args.start_rounds < 1:
         parser.error("--rounds must be at least 2 (for a p90) and --start-rounds at least 1")
     with tempfile.TemporaryDirectory(prefix="leafcost-bench-") as scratch:
         options = SandboxOptions(cache_dir=Path(scratch) / "cache", work_dir=Path(scratch) / "work")
-        report = asyncio.run(measure(options, rounds=args.rounds, start_rounds=args.start_rounds))
+        report = asyncio.run(measure(options, rounds=args.rounds, start_rounds=args.start_rounds,
+                                     task_count=QUICK_TASKS if args.quick else None))
     print(report.model_dump_json(indent=2) if args.json else render(report))
 
 
-async def measure(options: SandboxOptions, *, rounds: int, start_rounds: int) -> Report:
-    tasks = sorted(load_suite("builtin").tasks, key=lambda t: t.task_id)
+async def measure(options: SandboxOptions, *, rounds: int, start_rounds: int,
+                  task_count: int | None = None) -> Report:
+    """Every built-in task's starts (the first `task_count` only, when given), then the round trips."""
+    load_before = _load()
+    tasks = sorted(load_suite("builtin").tasks, key=lambda t: t.task_id)[:task_count]
     starts, start_p50 = await measure_starts(tasks, options, start_rounds)  # builds every environment, cold first
     opened = await open_sandbox(tasks[0], options)
     try:
@@ -96,8 +112,9 @@ async def measure(options: SandboxOptions, *, rounds: int, start_rounds: int) ->
     ratio = by_label[TOOL].p50_ms / by_label[HOST_LOGIN].p50_ms
     return Report(
         machine=Machine(nproc=len(os.sched_getaffinity(0)), python=platform.python_version(),
-                        bwrap=bwrap_version(), limits_via=via),
-        round_trip_task=tasks[0].task_id, warmup_rounds=warmup, round_trip=timings, ratio_p50=ratio,
+                        bwrap=bwrap_version(), limits_via=via, load_before=load_before, load_after=_load()),
+        quick=task_count is not None, round_trip_task=tasks[0].task_id, warmup_rounds=warmup, round_trip=timings,
+        ratio_p50=ratio,
         ratio_p50_no_login=by_label[TOOL].p50_ms / by_label[HOST_PLAIN].p50_ms, goal_ratio=GOAL_RATIO,
         goal_met=ratio <= GOAL_RATIO, start_rounds=start_rounds, tasks=starts,
         start_p50_ms=start_p50)
@@ -120,7 +137,7 @@ async def measure_round_trips(opened: OpenedSandbox, rounds: int, warmup: int) -
     async def host(flag: str) -> None:
         subprocess.run(["bash", flag, "true"], stdin=subprocess.DEVNULL, capture_output=True, check=True)
 
-    variants: dict[str, Callable[[], Awaitable[object]]] = {
+    variants: dict[str, Callable[[], Awaitable[None]]] = {
         TOOL: tool,
         "sandbox exec op `true` (bash -lc, sandbox's minimal profile)": lambda: sandbox_exec(True),
         "sandbox exec op `true` (bash -c, no profile)": lambda: sandbox_exec(False),
@@ -158,6 +175,8 @@ async def measure_starts(tasks: list[Task], options: SandboxOptions,
 def render(report: Report) -> str:
     m = report.machine
     lines = [f"machine: nproc {m.nproc}, Python {m.python}, {m.bwrap or 'no bwrap'}, limits via {m.limits_via}",
+             f"load before: {m.load_before}; after: {m.load_after}"
+             + ("; --quick: a check that the bench runs, not a measurement" if report.quick else ""),
              f"command: {os.path.relpath(sys.executable)} {' '.join(sys.argv)}", "",
              f"1. Round trip for `true`, measured from the host ({report.round_trip[0].rounds} rounds after "
              f"{report.warmup_rounds} warm-up, interleaved; sandbox on task {report.round_trip_task})",
@@ -193,16 +212,17 @@ def _start_once(task: Task, options: SandboxOptions) -> Callable[[], Awaitable[O
     return start
 
 
-async def _interleaved(variants: dict[str, Callable[[], Awaitable[object]]], rounds: int,
+async def _interleaved(variants: dict[str, Callable[[], Awaitable[OpenedSandbox | None]]], rounds: int,
                        warmup: int) -> dict[str, list[float]]:
-    """Milliseconds per call of each variant. A call that returns a sandbox has it closed after the clock stops."""
+    """Milliseconds per call of each variant. A call that returns a sandbox (the others return None) has it closed
+    after the clock stops. OpenedSandbox is a protocol, not a class isinstance can check."""
     samples: dict[str, list[float]] = {label: [] for label in variants}
     for round_number in range(warmup + rounds):
         for label, call in variants.items():
             started = time.perf_counter()
             result = await call()
             elapsed = (time.perf_counter() - started) * 1000
-            if isinstance(result, OpenedSandbox):
+            if result is not None:
                 await result.close()
             if round_number >= warmup:
                 samples[label].append(elapsed)
@@ -212,6 +232,11 @@ async def _interleaved(variants: dict[str, Callable[[], Awaitable[object]]], rou
 def _timing(label: str, values: list[float]) -> Timing:
     deciles = statistics.quantiles(values, n=10, method="inclusive")
     return Timing(label=label, p50_ms=statistics.median(values), p90_ms=deciles[8], rounds=len(values))
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
 def _progress(message: str) -> None:

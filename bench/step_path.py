@@ -13,7 +13,13 @@ cancel. Host CPU is the harness process tree's rusage (os.wait4); sandbox CPU is
 counted (the ledger's episodes.sandbox_cpu_seconds: getrusage never sees CPU spent inside a sandbox). Runs are
 interleaved, the order reversed every other repetition; ratios leafcost ÷ mini are taken inside each repetition,
 then the median [min–max] over repetitions. Each run records the machine's busy cores from /proc/stat and the
-share of them that was neither the harness, its sandboxes nor the endpoint (outside load).
+share of them that was neither the harness, its sandboxes nor the endpoint (outside load); the load average is
+recorded at the start and the end.
+
+--quick checks that the bench runs (1 repetition of 2 episodes of 4 vs 2 steps, 2 workers, no warm-up runs): not
+a measurement.
+mini-swe-agent is installed on first use only outside --quick: with --quick and no venv for it yet, mini is left
+out (the output says so) and only leafcost's arms run.
 
     .venv/bin/python bench/step_path.py [--reps 5] [--episodes 20] [--long 20] [--short 5] [--workers 1 8]
                                         [--quick] [--json] [--cache-dir DIR] [--skip-mini] [--leafcost-src DIR]
@@ -49,6 +55,7 @@ LEAF_ARMS = {
                     "prices": {"input": 0.15, "output": 0.6}, "api_key_env": "BENCH_ROUTER_KEY"},
 }
 TICKS = os.sysconf("SC_CLK_TCK")
+QUICK = {"reps": 1, "episodes": 2, "long": 4, "short": 2, "workers": [2]}
 
 
 # --------------------------------------------------------------------------------------------- one run
@@ -190,12 +197,17 @@ def summarize(runs: list[dict], harnesses: list[str], workers: list[int], long: 
 # --------------------------------------------------------------------------------------------- set-up
 
 
+def mini_installed(cache_dir: Path) -> bool:
+    """Whether mini-swe-agent's venv under the cache dir is there (mini_python installs it otherwise)."""
+    return (cache_dir / f"mini-swe-agent-{MINI_VERSION}" / ".installed").exists()
+
+
 def mini_python(cache_dir: Path) -> Path:
     """mini-swe-agent's interpreter, in its own venv under the cache dir (installed with pip on first use)."""
     venv = cache_dir / f"mini-swe-agent-{MINI_VERSION}"
     python = venv / "bin" / "python"
     stamp = venv / ".installed"
-    if not stamp.exists():
+    if not mini_installed(cache_dir):
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", f"mini-swe-agent=={MINI_VERSION}"], check=True)
         stamp.write_text(MINI_VERSION)
@@ -235,8 +247,10 @@ class StepServer:
 
 
 def measure(*, reps: int, episodes: int, long: int, short: int, workers: list[int], harnesses: list[str],
-            cache_dir: Path, leafcost_src: Path | None = None, progress=lambda text: None) -> dict:
+            cache_dir: Path, leafcost_src: Path | None = None, warm_up: bool = True,
+            progress=lambda text: None) -> dict:
     cache_dir.mkdir(parents=True, exist_ok=True)
+    loadavg_at_start = Path("/proc/loadavg").read_text().split()[:3]
     python = mini_python(cache_dir) if "mini" in harnesses else None
     runs = []
     with tempfile.TemporaryDirectory(prefix="leafcost-step-path-") as tmp, StepServer(Path(tmp)) as server:
@@ -248,7 +262,7 @@ def measure(*, reps: int, episodes: int, long: int, short: int, workers: list[in
                 return run_mini(python, url, w, n, scratch)
             return run_leaf(harness, url, w, n, steps, scratch, env_cache, leafcost_src)
 
-        for harness in harnesses:  # warm-up (environment build, page cache, mini's .pyc), not reported
+        for harness in harnesses if warm_up else ():  # environment build, page cache, mini's .pyc; not reported
             one(harness, 1, short, 1)
         plan = configurations(harnesses, workers, [long, short])
         for rep in range(reps):
@@ -263,9 +277,10 @@ def measure(*, reps: int, episodes: int, long: int, short: int, workers: list[in
                          f"{figures['wall_sec']:.2f} s, host {figures['host_cpu_sec']:.2f} s, sandbox "
                          f"{figures['sandbox_cpu_sec']:.2f} s, busy {figures['machine_busy_cores']:.2f} cores")
     return {"design": {"reps": reps, "episodes": episodes, "long_steps": long, "short_steps": short,
-                       "workers": workers, "harnesses": harnesses, "mini_swe_agent": MINI_VERSION,
+                       "workers": workers, "harnesses": harnesses, "warm_up": warm_up, "mini_swe_agent": MINI_VERSION,
                        "leafcost_src": str(leafcost_src or ROOT)},
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                        "loadavg_at_start": loadavg_at_start,
                         "loadavg_at_end": Path("/proc/loadavg").read_text().split()[:3]},
             "summary": summarize(runs, harnesses, workers, long, short), "runs": runs}
 
@@ -274,7 +289,11 @@ def render(result: dict) -> str:
     design = result["design"]
     lines = [f"machine: {result['machine']['cpus']} cores, Python {result['machine']['python']}; "
              f"{design['episodes']} episodes of {design['long_steps']} vs {design['short_steps']} steps, "
-             f"{design['reps']} interleaved repetitions, medians [min–max] per marginal step",
+             f"{design['reps']} interleaved repetitions, medians [min–max] per marginal step; load average at the "
+             f"start {' '.join(result['machine']['loadavg_at_start'])}, at the end "
+             f"{' '.join(result['machine']['loadavg_at_end'])}",
+             *(f"left out: {harness}: {why}" for harness, why in result.get("skipped", {}).items()),
+             *(["--quick: a check that the bench runs, not a measurement"] if result.get("quick") else []),
              "", "| harness | workers | steps/s | CPU ms/step (host + sandbox) | ÷ mini steps/s | ÷ mini CPU/step "
              "| outside load, cores | max RSS MiB |", "|---|---|---|---|---|---|---|---|"]
     for row in result["summary"]["rows"]:
@@ -303,20 +322,30 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=20, help="model calls per episode, long runs")
     parser.add_argument("--short", type=int, default=5, help="model calls per episode, short runs")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--quick", action="store_true", help="a fast check: 1 repetition of 8 × 20 vs 5 steps")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 repetition of 2 × 4 vs 2 steps, 2 workers; mini only if its venv is there already: a "
+                             "check that the bench runs, not a measurement")
     parser.add_argument("--skip-mini", action="store_true", help="leafcost's arms only (no ratios)")
     parser.add_argument("--cache-dir", type=Path,
                         default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "leafcost-bench")
     parser.add_argument("--leafcost-src", type=Path, default=None,
-                        help="run leafcost from this checkout (e.g. a `git worktree` of an older commit) with this venv")
+                        help="run leafcost from this checkout (e.g. a `git worktree` of an older commit) with this "
+                             "venv")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.quick:
-        args.reps, args.episodes = 1, 8
-    harnesses = [h for h in HARNESSES if not (args.skip_mini and h == "mini")]
+        for name, value in QUICK.items():
+            setattr(args, name, value)
+    skipped = {}
+    if args.quick and not args.skip_mini and not mini_installed(args.cache_dir):
+        skipped["mini"] = (f"--quick installs nothing and mini-swe-agent {MINI_VERSION}'s venv is not in "
+                           f"{args.cache_dir} (a run without --quick installs it): leafcost's arms only, no ratios")
+        print(f"left out: mini: {skipped['mini']}", file=sys.stderr, flush=True)
+    harnesses = [h for h in HARNESSES if not ((args.skip_mini or "mini" in skipped) and h == "mini")]
     result = measure(reps=args.reps, episodes=args.episodes, long=args.long, short=args.short, workers=args.workers,
                      harnesses=harnesses, cache_dir=args.cache_dir, leafcost_src=args.leafcost_src,
-                     progress=lambda text: print(text, file=sys.stderr, flush=True))
+                     warm_up=not args.quick, progress=lambda text: print(text, file=sys.stderr, flush=True))
+    result.update(quick=args.quick, skipped=skipped)
     print(json.dumps(result, indent=2) if args.json else render(result))
 
 

@@ -4,18 +4,20 @@ cost per resolved with CIs, for every arm of a synthetic run of 10M model calls 
 
 Run from the repository root:
 
-    .venv/bin/python bench/summary_speed.py [--db PATH] [--repeat 5] [--json]
+    .venv/bin/python bench/summary_speed.py [--db PATH] [--repeat 5] [--quick] [--json]
 
 Without --db it first builds the ledger with bench/synthetic_ledger.py (and prints its ingestion rate); with
 --db it reuses a file that script kept (`--out`). Printed: p50 and max of `compare.summary.summarize` in this
 process (goal: <= 2 s on 2 cores, bootstrap included), each arm's task count, and the CLI's whole wall time
-(`leafcost summary --json`, Python start-up and imports included) for comparison. Timings are reported, never
-asserted."""
+(`leafcost summary --json`, Python start-up and imports included) for comparison, and the machine's load average
+before and after. --quick builds a tiny ledger (bench/synthetic_ledger.py's --quick) and summarizes it twice: a
+check that the bench runs, not a measurement. Timings are reported, never asserted."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -29,8 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare.ledger import connect_read_only  # noqa: E402
 from compare.summary import shared_resampler, summarize  # noqa: E402
 
+QUICK_REPEAT = 2
+
 
 def measure(db: Path, repeat: int) -> dict:
+    load_before = _load()
     conn = connect_read_only(db)
     try:
         run_id = conn.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()[0]
@@ -51,6 +56,7 @@ def measure(db: Path, repeat: int) -> dict:
     return {"db": str(db), "episodes": episodes, "model_calls": calls, "repeat": repeat,
             "summarize_p50_sec": round(statistics.median(seconds), 3), "summarize_max_sec": round(max(seconds), 3),
             "cli_wall_sec": round(cli, 3), "goal_sec": 2.0,
+            "machine": {"cpus": os.cpu_count(), "load_before": load_before, "load_after": _load()},
             "arms": [{"arm": a["arm"], "tasks": a["tasks"], "attempts": a["attempts"],
                       "avg_at_k": a["avg_at_k"]["value"], "utilization": a["utilization"]}
                      for a in document["arms"]]}
@@ -60,23 +66,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", type=Path, help="a ledger kept by bench/synthetic_ledger.py --out")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a tiny ledger, {QUICK_REPEAT} repetitions: a check that the bench runs, not a "
+                             "measurement")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.quick:
+        args.repeat = QUICK_REPEAT
     built = None
     with tempfile.TemporaryDirectory(prefix="leafcost-summary-bench-") as folder:
         db = args.db
         if db is None:
-            from synthetic_ledger import make_synthetic_ledger
+            from synthetic_ledger import QUICK_CALLS_PER_EPISODE, QUICK_EPISODES, make_synthetic_ledger
 
             db = Path(folder) / "ledger.duckdb"
-            built = make_synthetic_ledger(db)
-        result = measure(db, args.repeat)
+            sizes = {"episodes": QUICK_EPISODES, "calls_per_episode": QUICK_CALLS_PER_EPISODE} if args.quick else {}
+            built = make_synthetic_ledger(db, **sizes)
+        result = {**measure(db, args.repeat), "quick": args.quick}
     if built is not None:
         result["ingestion_calls_per_sec"] = built["calls_per_sec"]
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print(f"{result['model_calls']:,} model calls, {result['episodes']:,} episodes ({result['db']})")
+    print(f"  load before: {result['machine']['load_before']}; after: {result['machine']['load_after']}"
+          + ("; --quick: a check that the bench runs, not a measurement" if args.quick else ""))
     if built is not None:
         print(f"  ingestion                 {built['calls_per_sec']:>10,} calls/s   (goal >= 200,000)")
     print(f"  summarize p50             {result['summarize_p50_sec']:>10.3f} s   (max "
@@ -85,6 +99,11 @@ def main() -> None:
     for arm in result["arms"]:
         print(f"  {arm['arm']:<10} {arm['tasks']:,} tasks, {arm['attempts']:,} attempts, Avg@k {arm['avg_at_k']:.3f}"
               + (f", utilization {arm['utilization']:.1%}" if arm["utilization"] is not None else ""))
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
 if __name__ == "__main__":

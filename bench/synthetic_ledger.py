@@ -4,13 +4,16 @@ DuckDB ingests its model calls.
 
 Run from the repository root:
 
-    .venv/bin/python bench/synthetic_ledger.py [--episodes 100000] [--calls-per-episode 100] [--out PATH] [--json]
+    .venv/bin/python bench/synthetic_ledger.py [--episodes 100000] [--calls-per-episode 100] [--out PATH] [--quick]
+                                               [--json]
 
 The default run is 100,000 episodes × 100 calls (10M model_calls, plus ~2 % infra-failed attempts that are
 retried). The file goes to a temporary directory that is removed afterwards unless --out names where to keep it
 (reports and summary benchmarks reuse it). Printed: model_calls ingested, the seconds spent in their INSERTs and
 the calls/s they imply (goal: >= 200,000 calls/s on 2 cores), the whole build, peak memory and the file size.
-A progress line per chunk goes to stderr. Timings are reported, never asserted.
+A progress line per chunk goes to stderr, and the machine's load average is recorded before and after. --quick
+builds a tiny ledger (600 episodes × 10 calls): a check that the bench runs, not a measurement. Timings are
+reported, never asserted.
 
 What the file holds (`make_synthetic_ledger` builds it; the first arm is the self-hosted one, the others hosted):
 - `runs`: one finished run; spec_json is a validated RunSpec (suite "builtin"), spec_sha256 its digest().
@@ -58,6 +61,7 @@ HOSTED_MODEL = "openai/gpt-5"
 HOSTED_PRICES = {"input": 1.25, "output": 10.0, "cached_input": 0.125}  # USD per 1M tokens
 GPU = {"type": "H200", "count": 1, "usd_per_hour": 3.5}
 WORKERS = 150  # concurrent episodes over both arms, as Leaf's preset runs them
+QUICK_EPISODES, QUICK_CALLS_PER_EPISODE = 600, 10  # --quick here, and the ledger api_latency and summary_speed build
 SCRAPE_SEC = 15.0
 INFRA_FAILED_SHARE = 0.02
 MAX_PROMPT_TOKENS = 120_000  # stays below the spec's 131072 context budget (and any 200k price tier)
@@ -458,21 +462,28 @@ def main() -> None:
     parser.add_argument("--calls-per-episode", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="keep the ledger here (default: a temporary file, removed)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_EPISODES} episodes × {QUICK_CALLS_PER_EPISODE} calls: a check that the bench "
+                             "runs, not a measurement")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.quick:
+        args.episodes, args.calls_per_episode = QUICK_EPISODES, QUICK_CALLS_PER_EPISODE
+    load_before = _load()
     with tempfile.TemporaryDirectory(prefix="leafcost-bench-") as tmp:
         path = args.out if args.out is not None else Path(tmp) / "ledger.duckdb"
         path.parent.mkdir(parents=True, exist_ok=True)
         result = make_synthetic_ledger(path, episodes=args.episodes, calls_per_episode=args.calls_per_episode,
                                        seed=args.seed, progress=True)
-    result.update(peak_rss_mb=round(peak_rss_mb()), kept=args.out is not None,
+    result.update(peak_rss_mb=round(peak_rss_mb()), kept=args.out is not None, quick=args.quick,
                   machine={"cpus": os.cpu_count(), "python": platform.python_version(),
-                           "duckdb": duckdb.__version__})
+                           "duckdb": duckdb.__version__, "load_before": load_before, "load_after": _load()})
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print(f"machine: {result['machine']['cpus']} cores, Python {result['machine']['python']}, "
-          f"DuckDB {result['machine']['duckdb']}")
+          f"DuckDB {result['machine']['duckdb']}; load before: {load_before}; after: {result['machine']['load_after']}"
+          + ("; --quick: a check that the bench runs, not a measurement" if args.quick else ""))
     print(f"{result['episodes']:,} episodes ({result['final_episodes']:,} final + "
           f"{result['infra_failed_attempts']:,} infra-failed attempts; {result['tasks']:,} tasks × "
           f"{result['seeds']} seeds × {len(result['arms'])} arms), "
@@ -487,6 +498,11 @@ def main() -> None:
     print(f"  file size              {result['file_bytes'] / 2**20:>14,.1f} MB  "
           f"({result['file_bytes'] / max(result['model_calls'], 1):.1f} bytes per call)"
           + (f"  kept at {result['path']}" if result["kept"] else "  (removed)"))
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
 
 if __name__ == "__main__":

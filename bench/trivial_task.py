@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 TASK_FILES = {
-    "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[environment]\nmemory_mb = 512\nallow_internet = false\n',
+    "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 60.0\n[environment]\nmemory_mb = 512\n'
+                 'allow_internet = false\n',
     "instruction.md": "# Nothing to do\nThis task exists to measure the harness.\n",
     "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\n",
     "environment/repo/README.md": "a trivial repository\n",
