@@ -57,11 +57,11 @@ class SGLangAdapter(OpenAICompatibleAdapter):
         return scrub_start(arm, self.arm_secrets())
 
     async def sample_metrics(self) -> ServerSample | None:
-        from prometheus_client.parser import text_string_to_metric_families  # only arms that scrape pay for it
-
         status, text = await self.get_text(self.server_root + "/metrics", timeout=10.0)
         if status != 200:
             return None
+        from prometheus_client.parser import text_string_to_metric_families  # only arms that scrape pay for it
+
         values: dict[str, float] = {}
         try:
             for family in text_string_to_metric_families(text):

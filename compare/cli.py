@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -106,16 +105,18 @@ def run(
     """Run every arm of SPEC.yaml on the same episodes, recording every call in the ledger."""
     from compare.spec import SpecError, load_run_spec
 
-    from compare.planning import plan_for_run, round_cost_problem
-
     try:
         spec = load_run_spec(spec_path)
     except SpecError as exc:
         fail(str(exc), 2)
     record = resume is None and (spec.decide is not None or spec.plan is not None)  # a resume keeps its plan
-    planned = plan_for_run(spec, db, record=record)  # before the ledger is opened for writing
-    if (problem := round_cost_problem(spec, planned)) is not None:  # nothing is recorded
-        fail(f"{spec_path}: {problem}", 2)
+    planned = None
+    if spec.decide is not None or spec.plan is not None:  # else there is nothing to plan (and no numpy to load)
+        from compare.planning import plan_for_run, round_cost_problem
+
+        planned = plan_for_run(spec, db, record=record)  # before the ledger is opened for writing
+        if (problem := round_cost_problem(spec, planned)) is not None:  # nothing is recorded
+            fail(f"{spec_path}: {problem}", 2)
     summary = run_spec(spec, db, resume=resume, as_json=as_json, rerun=f"leafcost run {spec_path}",
                         serve_port=serve_port, strict_grading=strict_grading, wide=wide,
                         plan=planned.model_dump(mode="json") if record and planned is not None else None)
@@ -177,6 +178,8 @@ def plan(
 def run_spec(spec, db: Path | None, *, resume: str | None, as_json: bool, rerun: str,
               skip_arms: dict[str, str] | None = None, serve_port: int | None = None, strict_grading: bool = False,
               wide: bool = False, plan: dict | None = None):
+    import asyncio
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
@@ -329,6 +332,7 @@ def demo(
 async def _until_terminated(work):
     """`work`, cancelled on SIGTERM as Ctrl-C cancels it: the run records itself interrupted and removes its
     sandboxes (a plain SIGTERM would end the process with containers or pods left running)."""
+    import asyncio
     import signal
 
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
@@ -432,6 +436,8 @@ def images_lock(
     as_json: JsonOption = False,
 ) -> None:
     """Build or pull every task's image and pin each to its image ID; a run spec requires it with `images:`."""
+    import asyncio
+
     from compare.arm_table import counted
     from compare.display import clean
     from sandbox import SuiteError, load_suite
@@ -482,6 +488,8 @@ def swebench_images(namespace: str | None, tag: str | None):
 
 
 def _validate(suite_name: str, workers: int, images, options, as_json: bool, wide: bool = False):
+    import asyncio
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

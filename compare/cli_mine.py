@@ -3,7 +3,6 @@ each task's problem statement (compare.mine_describe, through an arm of a run sp
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from datetime import date
@@ -49,6 +48,8 @@ def mine(
     as_json: JsonOption = False,
 ) -> None:
     """Mine validated tasks (SWE-bench rows) from a repository's commits that fix code and change its tests."""
+    import asyncio
+
     from sandbox import SandboxError, SandboxOptions, require_backend
     from sandbox.mining.errors import MiningError
     from sandbox.mining.pipeline import MineOptions

@@ -5,7 +5,6 @@ failed one is one `leafcost:` line, exit 2. Registered on the app by compare.cli
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import os
@@ -338,6 +337,8 @@ def _lock(tasks, backend: str, images: Path | None, images_path: Path) -> None:
         if images.resolve() != images_path.resolve():
             _write_atomic(images_path, images.read_text(encoding="utf-8"))
         return
+    import asyncio
+
     from compare.display import clean
     from sandbox.container.engine import engine as container_engine
     from sandbox.container.images import lock_images

@@ -3,7 +3,6 @@ tables or as the JSON documents the API serves. Registered on the app by compare
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from contextlib import ExitStack
@@ -102,6 +101,8 @@ def reprice(
 ) -> None:
     """Recompute every cost of a run under other prices (the recorded facts stay as they are) and store the
     result as a named scenario: `leafcost summary RUN_ID --scenario NAME` shows it again."""
+    import asyncio
+
     from compare.ledger import Ledger, LedgerError, default_db_path
     from compare.reprice import check_scenario_name, load_price_sheet, overrides_for, sheet_summary
     from compare.summary import SummaryError, load_run, summarize

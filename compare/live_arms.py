@@ -9,7 +9,6 @@ from typing import Any
 
 from adapters import redact_url
 from adapters.base import AdapterError, ArmStart, Lease, utcnow
-from compare.costs import lease_cost_usd
 from compare.episode import EpisodePrompt
 from compare.ledger import Ledger
 from compare.solvers import Solver
@@ -54,7 +53,11 @@ class LiveArms:
     def lease_spend(self, arm: str) -> float:
         """What the arm's lease has cost so far, by the cost model's own rule."""
         lease = self.leases.get(arm)
-        return lease_cost_usd(lease) if lease is not None else 0.0
+        if lease is None:
+            return 0.0
+        from compare.costs import lease_cost_usd  # with numpy: only an arm with a lease pays for the import
+
+        return lease_cost_usd(lease)
 
     def background(self) -> list[asyncio.Task]:
         """The loops that run beside the episodes: one metrics sampler per arm that has one, the lease heartbeat."""

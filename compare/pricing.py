@@ -8,12 +8,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel
 
 from adapters.base import Usage
 from compare.arms.base import Prices, PriceTier
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PER_MILLION = 1_000_000
 # The one rule for an unpriced call, as the predicate the summary runs over `model_calls`: it used tokens and has no
@@ -59,6 +62,8 @@ def explicit_cost(usage: Usage, prices: Prices) -> float:
 def explicit_cost_arrays(prices: Prices, *, prompt, cached, cache_write, completion, reasoning) -> np.ndarray:
     """`explicit_cost` over columns of token counts at once (what-if repricing of millions of recorded calls):
     the one implementation of the pricing rule, scalars welcome."""
+    import numpy as np  # not at the top: a run's start (arms/router.py's price check) needs none of it
+
     prompt, cached, cache_write, completion, reasoning = (
         np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in (prompt, cached, cache_write, completion, reasoning))
     # Clamp the parts so a server's inconsistent counts never make a negative token count.

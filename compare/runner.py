@@ -9,15 +9,13 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from adapters.base import CallAttempt
 from compare.arm_gates import ArmGates
 from compare.attempt import AttemptOutcome, run_attempt
-from compare.claim_check import claim_task_mask
-from compare.decision_rounds import DecisionRefused, DecisionRounds, Stop
 from compare.episode import EpisodeResult
 from compare.leaf_prompt import LeafCheckoutError, arm_prompts, run_spec_digest
 from compare.ledger import ArmTotals, Ledger, new_run_id
@@ -28,6 +26,9 @@ from compare.spec import RunSpec
 from compare.trajectory_files import trajectories_root, trajectory_path, write_trajectory
 from sandbox import (SandboxError, SandboxOptions, Suite, Task, close_backend, load_suite, remove_leftovers,
                      require_backend)
+
+if TYPE_CHECKING:  # a run with decide: loads them (numpy, the summary, the statistics); a plain run never does
+    from compare.decision_rounds import DecisionRounds, Stop
 
 
 class RunError(RuntimeError):
@@ -141,6 +142,8 @@ class Runner:
             raise RunError(f"decide.min_tasks: {config.min_tasks} is not below the suite's {len(tasks)} tasks: the "
                            "cost question could never be decided; lower it or run more tasks")
         if rounds is not None and self.resuming:
+            from compare.decision_rounds import DecisionRefused
+
             try:
                 await rounds.check_resume()
             except DecisionRefused as exc:
@@ -288,6 +291,8 @@ class Runner:
         if skipped:
             raise RunError(f"decide: asks about {', '.join(skipped)}, which this run skips "
                            f"({self.skip_arms[skipped[0]]})")
+        from compare.decision_rounds import DecisionRounds
+
         live = [arm.name for arm in self.spec.arms if arm.name not in self.skip_arms]
         return DecisionRounds(config, self.ledger, self.run_id, live, seeds=self.spec.seeds, workers=self.spec.workers,
                               stopped=self.stopped, reaches_tasks=self._reaches_tasks(tasks))
@@ -298,6 +303,8 @@ class Runner:
         question = self.spec.decide.reaches if self.spec.decide is not None else None
         if question is None or question.tasks != "seen":
             return None
+        from compare.claim_check import claim_task_mask
+
         released = next(arm.released for arm in self.spec.arms if arm.name == question.arm)
         ids = [t.task_id for t in tasks]
         mask = claim_task_mask(ids, {t.task_id: t.created_at for t in tasks}, released)

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg
-
 if TYPE_CHECKING:
+    from reports.charts import cost_breakdown_svg, cost_vs_resolve_svg
     from reports.report import ReportError, write_report
 
 __all__ = ["ReportError", "cost_breakdown_svg", "cost_vs_resolve_svg", "write_report"]
 
 
 def __getattr__(name: str) -> Any:
-    # write_report pulls in numpy and the ledger (~0.7 s): loaded on first use so `leafcost --help` stays instant
+    # Loaded on first use: write_report pulls in numpy and the ledger (~0.7 s), the charts html; `leafcost --help`
+    # and `leafcost run` register `leafcost report` through reports.cli and need none of them.
+    if name in {"cost_breakdown_svg", "cost_vs_resolve_svg"}:
+        from reports import charts
+
+        return getattr(charts, name)
     if name in {"write_report", "ReportError"}:
         from reports import report
 

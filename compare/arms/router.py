@@ -34,9 +34,11 @@ class RouterArm(ArmSpec):
                              max_retries=self.max_retries, allow_unlisted_model=self.allow_unlisted_model)
 
     def start_problem(self) -> str | None:
-        from compare.pricing import litellm_prices, litellm_revision
+        if self.prices is not None or self.allow_unpriced:
+            return None
+        from compare.pricing import litellm_prices, litellm_revision  # litellm's map: seconds of import
 
-        if self.prices is None and not self.allow_unpriced and litellm_prices(self.model) is None:
+        if litellm_prices(self.model) is None:
             return (f"model {self.model!r} has no price in {litellm_revision()}; give the arm explicit prices "
                     "(prices: {input: ..., output: ...}, USD per 1M tokens) or set allow_unpriced: true to run it "
                     "without a cost")
