@@ -334,6 +334,7 @@ def main() -> None:
     sources = dict(args.src or [("head", ROOT)])
     result = measure(reps=args.reps, what=args.what, sources=sources, cache_dir=args.cache_dir,
                      progress=lambda text: print(text, file=sys.stderr, flush=True))
+    result["quick"] = args.quick
     print(json.dumps(result, indent=2) if args.json else render(result))
 
 

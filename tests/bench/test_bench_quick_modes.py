@@ -20,7 +20,7 @@ REPO = BENCH.parent
 MEASUREMENTS = {"api_latency": None, "ci_coverage": None, "container_tools": None, "harness_throughput": None,
                 "kube_scale": None, "mine_real_repos": None, "sandbox_overhead": None, "step_path": None,
                 "summary_speed": None, "synthetic_ledger": None, "claim_simulation": "test_claim_simulation.py",
-                "decide_simulation": "test_decide_simulation.py"}
+                "decide_simulation": "test_decide_simulation.py", "startup": None}
 HELPERS = {"step_server": "step_path", "step_mini_driver": "step_path", "kube_standin": "kube_scale",
            "trivial_task": "harness_throughput"}
 
@@ -188,3 +188,13 @@ def test_ci_coverage():
             assert 0 <= c["before"] <= 1 and 0 <= c["one_sided"] <= 1 - c["no_interval"]
     assert report["results"][0]["truth"]["avg_at_k"] == pytest.approx(0.5)  # Beta(.7, .7) is symmetric
     assert "load average" in report["machine"]["load_before"]
+
+
+def test_startup():
+    document = quick("startup")
+    rows = {(row["what"], row["src"]): row for row in document["summary"]["rows"]}
+    assert set(rows) == {("help", "head"), ("run-router", "head"), ("run-sglang", "head")}
+    assert all(row["n"] == 1 for row in rows.values())
+    for what in ("run-router", "run-sglang"):  # the endpoint saw the probe, then the first request, then the end
+        row = rows[what, "head"]
+        assert 0 < row["models_probe_sec"]["median"] < row["first_request_sec"]["median"] < row["wall_sec"]["median"]

@@ -1,5 +1,5 @@
 """bench/startup.py: the design interleaves checkouts and reverses every other repetition, ratios stay inside a
-repetition, and a quick run measures `leafcost --help` and a run up to its first request through the real CLI."""
+repetition (its quick mode runs in tests/bench/test_bench_quick_modes.py)."""
 
 from __future__ import annotations
 
@@ -32,13 +32,3 @@ def test_ratios_are_taken_inside_each_repetition_and_the_goal_is_read_on_the_hea
     assert head["vs_first"] == {"median": pytest.approx(0.5), "min": pytest.approx(0.5), "max": pytest.approx(0.5)}
     assert head["first_request_sec"]["median"] == pytest.approx(0.8) and not head["goal_met"]
     assert rows["help", "head"]["goal_met"] and "vs_first" not in rows["help", "base"]
-
-
-def test_a_quick_run_measures_help_and_a_run_to_its_first_request(tmp_path):
-    result = bench.measure(reps=1, what=["help", "run-router"], sources={"head": bench.ROOT}, cache_dir=tmp_path)
-    by_what = {r["what"]: r for r in result["runs"]}
-    assert by_what["help"]["wall_sec"] > 0 and by_what["help"]["cpu_sec"] > 0
-    router = by_what["run-router"]
-    assert 0 < router["models_probe_sec"] < router["first_request_sec"] < router["wall_sec"]
-    assert 0 < router["first_request_cpu_sec"] <= router["cpu_sec"]
-    assert "| run-router | head |" in bench.render(result)
