@@ -150,8 +150,9 @@ async def restore_repository(sandbox: Sandbox, baseline: GitBaseline) -> str | N
     """Harbor's shared mode: the repository's config, hooks and attributes as they were before the agent, once no
     agent process is left, so neither Leaf's `git add -A` nor test.sh's own git commands (SWE-bench-style tasks
     check out and apply) run a program the agent configured. None, or why it could not be done."""
-    config_path = f"/tmp/leafcost-gitconfig-{uuid.uuid4().hex}"  # a name nobody could plant a link at beforehand
-    if baseline.config_b64:
+    config_path = None  # the usual config travels inside the restore command: one exec, no file in /tmp
+    if baseline.config_b64 and not git_safe.config_inline(baseline):
+        config_path = f"/tmp/leafcost-gitconfig-{uuid.uuid4().hex}"  # a name nobody could plant a link at beforehand
         await write_file(sandbox, config_path, base64.b64decode(baseline.config_b64), user=baseline.restore_as)
     result = await sandbox.exec(git_safe.restore_command(baseline, config_path), timeout=PATCH_TIMEOUT_SEC,
                                 user=baseline.restore_as)

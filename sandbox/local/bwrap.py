@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import os
 import shutil
 import signal
 import subprocess
+import threading
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -91,11 +94,11 @@ class LocalSandbox:
         root = Path(root)
         isolated = not options.unsafe_no_isolation
         if isolated:
-            argv = bwrap_command(root, workdir=workdir, env=env, network=network, options=options, mounts=mounts,
-                                 memory_mb=limits.memory_mb)
             if not Path(options.base_root if options.base_root != "host" else "/", "usr/bin/python3").exists():
                 raise SandboxError(f"the base root {options.base_root!r} has no /usr/bin/python3, "
                                    "which the tool runner needs")
+            argv = bwrap_command(root, workdir=workdir, env=env, network=network, options=options, mounts=mounts,
+                                 memory_mb=limits.memory_mb, runner=await runner_bytecode(options))
         else:
             await _claim_host_root(root, mounts)
             argv = ["/usr/bin/python3", "-u", "-I", str(TOOL_RUNNER_PATH), "--workdir", workdir]
@@ -205,7 +208,8 @@ async def _pipe_streams(request_write: int, answer_read: int) -> tuple[asyncio.S
 
 
 def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: bool, options: SandboxOptions,
-                  mounts: Sequence[Mount] = (), memory_mb: int = 1024) -> list[str]:
+                  mounts: Sequence[Mount] = (), memory_mb: int = 1024, runner: Path | None = None) -> list[str]:
+    """`runner`: the tool runner compiled by the sandbox's python3 (`runner_bytecode`), else its source is run."""
     base = Path("/") if options.base_root == "host" else Path(options.base_root)
     argv = [bwrap_path() or "bwrap", "--unshare-all", *(["--share-net"] if network else []),
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL",
@@ -237,11 +241,65 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
     for mount in mounts:  # mount points on the sandbox's own tmpfs root, never inside the agent's tree
         argv += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
     # The tmpfs that holds the mount points goes read-only last: writing to / fails as in a real root.
-    argv += ["--ro-bind", str(TOOL_RUNNER_PATH), RUNNER_IN_SANDBOX, "--remount-ro", "/", "--chdir", workdir,
+    inside = RUNNER_IN_SANDBOX if runner is None else RUNNER_IN_SANDBOX + "c"
+    argv += ["--ro-bind", str(runner or TOOL_RUNNER_PATH), inside, "--remount-ro", "/", "--chdir", workdir,
              "--clearenv"]
     for key, value in _runner_env(env).items():
         argv += ["--setenv", key, value]
-    return argv + ["/usr/bin/python3", "-u", "-I", RUNNER_IN_SANDBOX, "--workdir", workdir]
+    # -S: the runner is standard-library only, so site's scan of site-packages is start-up time for nothing.
+    return argv + ["/usr/bin/python3", "-u", "-I", "-S", inside, "--workdir", workdir]
+
+
+async def runner_bytecode(options: SandboxOptions) -> Path | None:
+    """The tool runner compiled once by the base root's own python3, kept in the cache (made by the host, bound
+    read-only): every sandbox start then skips compiling its 1,000 lines. None where it cannot be made here (a base
+    root other than the host's, whose python3 does not run on the host): the source is run, as before."""
+    if options.base_root != "host":
+        return None
+    cache_dir = Path(options.cache_dir).resolve()
+    known = _COMPILED.get(cache_dir, False)
+    if known is None or (known and known.is_file()):
+        return known
+    return await asyncio.to_thread(_compile_once, cache_dir)
+
+
+_COMPILED: dict[Path, Path | None] = {}
+_COMPILE_LOCK = threading.Lock()
+
+
+def _compile_once(cache_dir: Path) -> Path | None:
+    with _COMPILE_LOCK:  # sandboxes start together: one compiles, the others wait for its answer
+        known = _COMPILED.get(cache_dir, False)
+        if known is None or (known and known.is_file()):
+            return known
+        _COMPILED[cache_dir] = _compile_runner(cache_dir)
+        return _COMPILED[cache_dir]
+
+
+def _compile_runner(cache_dir: Path) -> Path | None:
+    interpreter = Path("/usr/bin/python3")
+    try:
+        facts = interpreter.stat()
+        source = TOOL_RUNNER_PATH.read_bytes()
+    except OSError:
+        return None
+    # The interpreter's identity is in the name: an upgraded python3 (another bytecode format) compiles anew.
+    key = hashlib.sha256(source + f"\0{os.path.realpath(interpreter)}\0{facts.st_size}\0{facts.st_mtime_ns}"
+                         .encode()).hexdigest()[:32]
+    target = cache_dir / "runner" / f"tool_runner-{key}.pyc"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+    compiled = subprocess.run([str(interpreter), "-I", "-S", "-c", "import py_compile, sys; "
+                               "py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)",
+                               str(TOOL_RUNNER_PATH), str(staging)], capture_output=True)
+    if compiled.returncode != 0:
+        staging.unlink(missing_ok=True)
+        return None
+    staging.chmod(0o644)
+    os.rename(staging, target)  # atomic: a half-written file is never run
+    return target
 
 
 def tmpfs_sizes(memory_mb: int) -> dict[str, int]:

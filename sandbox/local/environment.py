@@ -69,6 +69,7 @@ class LocalOpened(BaseModel, arbitrary_types_allowed=True):
     verifier_user: str | None = None  # everything runs as the one sandbox user
     verifier_dir: Path | None = None
     finished_cpu_seconds: float | None = 0.0  # of the sandboxes already stopped; None once one could not tell
+    _verifier_ready: bool = False  # the current sandbox is a fresh verifier's in which only patch capture ran
 
     @property
     def git_baseline(self) -> GitBaseline | None:
@@ -91,12 +92,21 @@ class LocalOpened(BaseModel, arbitrary_types_allowed=True):
                                          else self.finished_cpu_seconds + used)
 
     async def quiesce(self) -> None:
-        await self.stop()
-        self.sandbox = await _start(self.task, self.options, self.workspace, self.built, self._agent_logs())
+        """The fresh sandbox over the agent's files is already the verifier's: patch capture (the harness's own git,
+        which runs nothing the agent wrote) is all that runs in it before `start_verifier` keeps it, so an episode
+        starts two sandboxes, not three."""
+        await self._start_verifier_sandbox()
+        self._verifier_ready = True
 
     async def start_verifier(self) -> None:
         """A fresh /tests (a copy of the task's tests) and a fresh /logs/verifier, both made by the host where no
-        agent process ever was, in a new sandbox over the same workspace."""
+        agent process ever was, in a new sandbox over the same workspace (the one `quiesce` started, if it runs)."""
+        ready, self._verifier_ready = self._verifier_ready, False
+        if ready and self.sandbox.alive:
+            return
+        await self._start_verifier_sandbox()
+
+    async def _start_verifier_sandbox(self) -> None:
         await self.stop()
         fresh = Path(tempfile.mkdtemp(prefix="verify-", dir=self.workspace))
         tests, verifier = fresh / "tests", fresh / "verifier"

@@ -15,6 +15,7 @@ import shlex
 from sandbox.protocol import GitBaseline
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+INLINE_CONFIG_CHARS = 64 * 1024  # base64 of a config the restore command carries itself; larger ones go in a file
 # Run in the repository's working directory by the harness before the agent starts (after leafcost's own baseline
 # commit where the image had no repository): prints `name=value` facts for `baseline_from_facts`.
 RECORD = r"""leafcost_git() { git -c safe.directory='*' "$@"; }
@@ -52,8 +53,9 @@ _SAME = r"""same() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(cd "$1" && pwd -P)" = 
 # races it): the repository's git surface back as it was before the agent. Paths were recorded resolved, so a
 # directory that no longer resolves to itself has a link planted on the way and is left alone (never followed).
 # $1 working directory, $2 top directory, $3 git directory, $4 a file with the config before the agent ("" for
-# none), $5 the top's `.git` file before the agent, base64 ("" when the git directory is the top's .git).
-_RESTORE = _SAME + r"""W=$1 T=$2 C=$3 CFG=$4 LINK=$5
+# none), $5 the top's `.git` file before the agent, base64 ("" when the git directory is the top's .git), $6 the
+# config before the agent in base64 when no file holds it ("" for none).
+_RESTORE = _SAME + r"""W=$1 T=$2 C=$3 CFG=$4 LINK=$5 CFG64=$6
 [ -z "$CFG" ] || trap 'rm -f "$CFG"' EXIT
 # Removed even where the agent took its own write permission away (the one-user backends are not root): modes are
 # touched only when removal failed, and a link is removed itself, never chmod'ed or followed.
@@ -73,13 +75,15 @@ if same "$T"; then
 fi
 same "$C" || exit 0
 owner=$(stat -c %u:%g "$C") && writable "$C" || exit 1
-for name in config hooks commondir config.worktree; do scrub "$C/$name" || exit 1; done
-if [ -n "$CFG" ]; then cat "$CFG" > "$C/config" || exit 1; fi
+# One rm for the usual case; one by one, with modes restored, where that failed.
+rm -rf "$C/config" "$C/hooks" "$C/commondir" "$C/config.worktree" 2>/dev/null ||
+  for name in config hooks commondir config.worktree; do scrub "$C/$name" || exit 1; done
+if [ -n "$CFG" ]; then cat "$CFG" > "$C/config" || exit 1
+elif [ -n "$CFG64" ]; then printf %s "$CFG64" | base64 -d > "$C/config" || exit 1; fi
 mkdir "$C/hooks" || exit 1
 if [ -L "$C/info" ] || [ ! -d "$C/info" ]; then scrub "$C/info"
 else writable "$C/info" && scrub "$C/info/attributes"; fi || exit 1
-chown "$owner" "$C/hooks" 2>/dev/null
-[ -z "$CFG" ] || chown "$owner" "$C/config" 2>/dev/null
+if [ -z "$CFG$CFG64" ]; then chown "$owner" "$C/hooks"; else chown "$owner" "$C/hooks" "$C/config"; fi 2>/dev/null
 exit 0
 """
 
@@ -106,11 +110,17 @@ def capture_command(baseline: GitBaseline) -> str:
     return _clean(_CAPTURE, baseline.top, baseline.git_dir, baseline.commit)
 
 
-def restore_command(baseline: GitBaseline, config_path: str) -> str:
-    """The restore, reading the pre-agent config from `config_path` (written there by the harness), which it
-    removes; run as `baseline.restore_as`."""
+def restore_command(baseline: GitBaseline, config_path: str | None = None) -> str:
+    """The restore, run as `baseline.restore_as`: the pre-agent config read from `config_path` (written there by the
+    harness; removed after), or without one carried in the command itself (`config_inline` says when it fits)."""
+    inline = "" if config_path else baseline.config_b64 or ""
     return _clean(_RESTORE, baseline.workdir, baseline.top, baseline.git_dir,
-                  config_path if baseline.config_b64 else "", baseline.link_b64 or "")
+                  config_path if config_path and baseline.config_b64 else "", baseline.link_b64 or "", inline)
+
+
+def config_inline(baseline: GitBaseline) -> bool:
+    """Whether the restore command can carry the config itself: one argument of a command line holds 128 KiB."""
+    return len(baseline.config_b64 or "") <= INLINE_CONFIG_CHARS
 
 
 def stage_command(baseline: GitBaseline) -> str:

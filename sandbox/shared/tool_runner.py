@@ -23,7 +23,6 @@ model performs as published only on what it was trained with; where Leaf would h
 huge files and outputs, symlink loops under Glob, orphaned processes), this one stops and says so.
 """
 
-import argparse
 import codecs
 import errno
 import fcntl
@@ -1032,15 +1031,11 @@ def main(argv: Optional[list] = None) -> int:
     # Non-dumpable first (but for the line above): /proc/<runner>/fd/* (the protocol pipes) and /proc/<runner>/mem then belong to root,
     # so the commands it runs, same uid, can neither forge answers nor read or inject requests.
     _set_dumpable(False)
-    parser = argparse.ArgumentParser(description="Serve Leaf's tools over newline-delimited JSON.")
-    parser.add_argument("--workdir", required=True, help="repository working directory inside the sandbox")
-    parser.add_argument("--request-fd", type=int, default=0, help="fd to read requests from (default: stdin)")
-    parser.add_argument("--answer-fd", type=int, default=1, help="fd to write answers to (default: stdout)")
-    options = parser.parse_args(argv)
-    requests, protocol = _take_protocol(options.request_fd, options.answer_fd)
+    options = _options(sys.argv[1:] if argv is None else argv)
+    requests, protocol = _take_protocol(options["request_fd"], options["answer_fd"])
     _protocol_fds = (requests.fileno(), protocol.fileno())
     try:
-        os.chdir(options.workdir)
+        os.chdir(options["workdir"])
     except OSError as exc:
         _send(protocol, {"ready": False, "error": "cannot enter --workdir: {}: {}".format(type(exc).__name__, exc)})
         return 2
@@ -1058,6 +1053,28 @@ def main(argv: Optional[list] = None) -> int:
         if stop:
             break
     return 0
+
+
+def _options(argv: list) -> Dict[str, Any]:
+    """The command line as the host writes it (`--name value` pairs), read without argparse, whose import is a good
+    part of the runner's start-up; anything else goes to argparse for its usage message and exit code 2."""
+    options = {"workdir": None, "request_fd": 0, "answer_fd": 1}  # type: Dict[str, Any]
+    names = {"--workdir": "workdir", "--request-fd": "request_fd", "--answer-fd": "answer_fd"}
+    pairs = dict(zip(argv[::2], argv[1::2]))
+    if len(argv) % 2 == 0 and len(pairs) == len(argv) // 2 and set(pairs) <= set(names) and "--workdir" in pairs:
+        try:
+            for flag, value in pairs.items():
+                options[names[flag]] = value if flag == "--workdir" else int(value)
+            return options
+        except ValueError:
+            pass
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve Leaf's tools over newline-delimited JSON.")
+    parser.add_argument("--workdir", required=True, help="repository working directory inside the sandbox")
+    parser.add_argument("--request-fd", type=int, default=0, help="fd to read requests from (default: stdin)")
+    parser.add_argument("--answer-fd", type=int, default=1, help="fd to write answers to (default: stdout)")
+    return vars(parser.parse_args(argv))
 
 
 def _take_protocol(request_fd: int, answer_fd: int) -> Tuple[Any, Any]:

@@ -9,9 +9,10 @@ import pytest
 
 from compare.validate import validate_task
 from conftest import exec_once
-from sandbox import BuildError, open_sandbox, run_oracle, verify, write_file
+from sandbox import BuildError, LocalSandbox, build_environment, open_sandbox, run_oracle, verify, write_file
 from sandbox.grading import capture_patch
 from sandbox.protocol import WRITE_CAP_BYTES
+from sandbox.shared import git_safe
 
 
 def run(coro):
@@ -135,6 +136,65 @@ def test_patch_capture_is_leafs_and_resets_the_index(make_task, sandbox_options)
     assert "GIT binary patch" in patch and "blob.bin" in patch
     assert staged == ""  # index reset, as Leaf does
     assert " M calc.py" in status and "?? blob.bin" in status
+
+
+def test_an_episode_starts_two_sandboxes_capture_and_test_sh_in_the_fresh_one(make_task, sandbox_options,
+                                                                             monkeypatch):
+    """The agent's sandbox, then one fresh sandbox once every agent process is killed: patch capture (the harness's
+    own git) and then test.sh run there, with the task's tests at /tests, so an episode starts two, not three."""
+    task = make_task()
+    run(build_environment(task, sandbox_options))  # the build's own sandbox is not the episode's
+    started = []
+    start = LocalSandbox.start.__func__
+
+    async def counted(cls, *args, **kwargs):
+        started.append(await start(cls, *args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(LocalSandbox, "start", classmethod(counted))
+
+    async def scenario():
+        opened = await open_sandbox(task, sandbox_options)
+        try:
+            await opened.sandbox.run_tool("Edit", {"file_path": "calc.py", "old_string": "a - b",
+                                                   "new_string": "a + b"})
+            agent = opened.sandbox
+            return agent, await verify(opened, task)
+        finally:
+            await opened.close()
+
+    agent, verification = run(scenario())
+    assert len(started) == 2 and started[0] is agent and not agent.alive
+    assert "+    return a + b" in verification.patch and verification.grade.resolved
+
+
+def test_a_git_config_too_long_for_a_command_line_is_restored_through_a_file(make_task, sandbox_options):
+    """The restore carries the usual config in its own command line; one over INLINE_CONFIG_CHARS is written in a
+    file first. Either way test.sh sees the config as it was before the agent."""
+    lines = git_safe.INLINE_CONFIG_CHARS // 30
+    dockerfile = ("FROM python:3.11-slim\nWORKDIR /app\nCOPY repo/ /app/\n"
+                  "RUN git init -q && for i in $(seq %d); do printf '\\tk%%s = %%s\\n' $i "
+                  "vvvvvvvvvvvvvvvvvvvvvv; done > /tmp/keys && { echo '[leafcost]'; cat /tmp/keys; } >> .git/config "
+                  "&& git -c user.name=t -c user.email=t@t add -A && git -c user.name=t -c user.email=t@t "
+                  "commit -qm base\n" % lines)
+    test_sh = ("#!/bin/bash\ncd /app\n"
+               f"if [ \"$(git config leafcost.k1)$(git config leafcost.k{lines})\" = {'v' * 44} ] && "
+               "[ -z \"$(git config core.pager)\" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n")
+    task = make_task("big-config", files={"environment/Dockerfile": dockerfile, "tests/test.sh": test_sh})
+
+    async def scenario():
+        opened = await open_sandbox(task, sandbox_options)
+        try:
+            assert not git_safe.config_inline(opened.git_baseline)
+            changed = await opened.sandbox.exec("git config core.pager evil && git config --unset leafcost.k1",
+                                                timeout=30)
+            assert changed.ok, changed.stderr
+            return await verify(opened, task)
+        finally:
+            await opened.close()
+
+    verification = run(scenario())
+    assert verification.grade.error is None and verification.grade.resolved
 
 
 def test_failing_run_step_is_a_build_error_naming_the_line(make_task, sandbox_options):
