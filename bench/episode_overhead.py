@@ -43,11 +43,14 @@ def main() -> None:
     parser.add_argument("--against", type=Path, action="append", default=[],
                         help="another checkout measured side by side (repeatable)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--quick", action="store_true", help="a check that it runs: 2 episodes per checkout")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
         asyncio.run(_worker(args.worker))
         return
+    if args.quick:
+        args.episodes = 2
     checkouts = [HERE.parent, *[p.resolve() for p in args.against]]
     load_before = os.getloadavg()
     results = _drive(checkouts, args.episodes)
@@ -55,7 +58,7 @@ def main() -> None:
               "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
               "machine": {"nproc": len(os.sched_getaffinity(0)), "python": platform.python_version()},
               "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()],
-              "episodes": args.episodes, "checkouts": results}
+              "episodes": args.episodes, "quick": args.quick, "checkouts": results}
     print(json.dumps(report, indent=2) if args.json else render(report))
 
 

@@ -20,7 +20,8 @@ REPO = BENCH.parent
 MEASUREMENTS = {"api_latency": None, "ci_coverage": None, "container_tools": None, "harness_throughput": None,
                 "kube_scale": None, "mine_real_repos": None, "sandbox_overhead": None, "step_path": None,
                 "summary_speed": None, "synthetic_ledger": None, "claim_simulation": "test_claim_simulation.py",
-                "decide_simulation": "test_decide_simulation.py", "startup": None}
+                "decide_simulation": "test_decide_simulation.py", "startup": None,
+                "episode_overhead": None}
 HELPERS = {"step_server": "step_path", "step_mini_driver": "step_path", "kube_standin": "kube_scale",
            "trivial_task": "harness_throughput"}
 
@@ -198,3 +199,13 @@ def test_startup():
     for what in ("run-router", "run-sglang"):  # the endpoint saw the probe, then the first request, then the end
         row = rows[what, "head"]
         assert 0 < row["models_probe_sec"]["median"] < row["first_request_sec"]["median"] < row["wall_sec"]["median"]
+
+
+def test_episode_overhead():
+    document = quick("episode_overhead")
+    (checkout,) = document["checkouts"]
+    assert checkout["episodes"] == 2 and document["episodes"] == 2
+    assert checkout["stages"]["sandbox start (bwrap + runner)"]["calls"] == 2  # the agent's, then the verifier's
+    total = checkout["total"]
+    assert total["cpu"] == pytest.approx(total["host"] + total["sandbox"])
+    assert checkout["range"]["cpu"][0] <= checkout["range"]["cpu"][1]
