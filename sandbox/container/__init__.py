@@ -1,5 +1,6 @@
-"""The container backend: each task's own image, run by a container engine's CLI; `podman` and `docker` are
-its two names (the name is the engine's binary). `engine` drives the CLI, `images` pulls, builds and locks
+"""The container backend: each task's own image, run by a container engine; `podman` and `docker` are its two names
+(the name is the engine's binary). `api` speaks the engine's REST API over its socket (an attempt's containers and
+exec streams), `engine` drives the CLI (the fallback, and images), `images` pulls, builds and locks
 task images (a build runs in `build_network`'s network), `containers` opens an attempt's containers,
 `processes` sees and kills what the agent started from outside, and `watchdog` removes the containers of a
 leafcost process that died."""

@@ -1,15 +1,17 @@
-"""The container backend: one container per attempt from the task's real image, driven through the engine's CLI.
+"""The container backend: one container per attempt from the task's real image, driven through the engine's REST API
+over its socket (sandbox.container.api), else through its command line.
 
 The agent's tools go to the same standard-library tool runner as in the local backend (bound read-only into the
-container, started once per attempt over one `exec -i`), so the model sees byte-for-byte the same observations.
+container, started once per attempt over one exec stream: the API's, else `exec -i`), so the model sees
+byte-for-byte the same observations.
 Harness commands (oracle, patch capture, verifier) are plain `exec`s, which also works in images without
 python3. The harness's own processes never come from the agent's files: the container's init and keep-alive are
 the host's static catatonit, and before grading every process the agent started is killed from the host while the
 container is frozen (sandbox.container.processes); the container is never restarted, so the image's ENTRYPOINT
 services keep running as Harbor keeps them. Then /tests is copied in and test.sh runs as the verifier's user; in
 separate mode it runs in a fresh container from the verifier's image, with only the declared artifacts copied
-over. Files leave a container only as the tar stream of `cp`, parsed in memory: the host never opens a path
-inside a container. A watchdog per process removes its containers within seconds if it dies
+over. Files leave a container only as a tar stream (the API's archive, else `cp`'s), parsed in memory: the host
+never opens a path inside a container. A watchdog per process removes its containers within seconds if it dies
 (sandbox.container.watchdog).
 """
 
@@ -25,6 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
+from sandbox.container.api import EngineApi, RunnerStream, connect, container_config
 from sandbox.container.build_network import OUTSIDE_ONLY_FLAGS, fences_host, start_outside_only
 from sandbox.compose import hosts_file, service_run_args
 from sandbox.container.processes import (KEEP_ALIVE_ARGS, KEEP_ALIVE_IN_CONTAINER, cgroup_directory, cgroup_of,
@@ -75,11 +78,12 @@ class ContainerSandbox(RunnerSandbox):
     """One running container as the `Sandbox` protocol: tools through the runner, harness commands by `exec`."""
 
     def __init__(self, engine: Engine, container: str, *, user: str | None, workdir: str, image: str = "",
-                 has_python: bool = True):
+                 has_python: bool = True, api: EngineApi | None = None):
         self.engine, self.container, self.user, self.workdir = engine, container, user, workdir
-        self.image, self.has_python = image, has_python
+        self.image, self.has_python, self.api = image, has_python, api
         self._runner: RunnerClient | None = None
         self._runner_process: asyncio.subprocess.Process | None = None
+        self._runner_stream: RunnerStream | None = None  # the runner's exec stream through the API
         self._runner_stderr = b""
         self._cpu_file: tuple[Path, str] | None = None
         self._cgroup: Path | None = None
@@ -91,6 +95,9 @@ class ContainerSandbox(RunnerSandbox):
         if self._closed:
             raise SandboxError("sandbox is not running")
         flags = _user_flags(user or self.user) + ["--workdir", cwd or self.workdir] + _env_flags(env or {})
+        if self.api is not None:
+            return await _api_exec(self.api, self.container, ["sh", "-c", command], user=user or self.user,
+                                   workdir=cwd or self.workdir, env=env, timeout=timeout)
         argv = self.engine.command("exec", *flags, self.container, "sh", "-c", command)
         result = await _run_capped(argv, env or {}, timeout)
         if result.exit_code in (125, 126) and not await _running(self.engine, self.container):
@@ -113,8 +120,11 @@ class ContainerSandbox(RunnerSandbox):
 
     async def measure_from(self) -> None:
         """Finds the container's CPU accounting file and its cgroup (once it runs)."""
-        found = await self.engine.run("inspect", "--format", "{{.State.Pid}}", self.container, check=False)
-        pid = found.text.strip()
+        if self.api is not None:
+            pid = str((await self.api.state(self.container)).get("Pid", ""))
+        else:
+            found = await self.engine.run("inspect", "--format", "{{.State.Pid}}", self.container, check=False)
+            pid = found.text.strip()
         running = pid.isdigit() and pid != "0"
         self._cpu_file = _cgroup_cpu_file(int(pid)) if running else None
         self._cgroup = cgroup_directory(int(pid)) if running else None
@@ -128,13 +138,14 @@ class ContainerSandbox(RunnerSandbox):
         running (it is never restarted through the agent's files) and a fresh runner can start."""
         await self._stop_runner()
         self._runner, self._runner_process, self._runner_stderr = None, None, b""
-        if not await _running(self.engine, self.container):
+        self._runner_stream = None
+        if not await _running(self.engine, self.container, self.api):
             raise SandboxError(f"the container {self.container} stopped before grading (its keep-alive was killed): "
                                "nothing is left to grade")
         if self._cgroup is None:
             raise SandboxError(f"the processes of container {self.container} are not visible from this host: the "
                                f"{self.engine.name} backend needs the engine on this machine")
-        await kill_all_but(self.engine, self.container, self._cgroup, self.spare)
+        await kill_all_but(self.engine, self.container, self._cgroup, self.spare, self.api)
 
     async def close(self) -> None:
         """Kills the runner and every process of the container (the container stays, for its files)."""
@@ -142,9 +153,24 @@ class ContainerSandbox(RunnerSandbox):
             return
         self._closed = True
         await self._stop_runner()
-        await self.engine.run("stop", "-t", "0", self.container, check=False, timeout=60)
+        if self.api is not None:
+            await self.api.stop(self.container)
+        else:
+            await self.engine.run("stop", "-t", "0", self.container, check=False, timeout=60)
 
     async def _start_runner(self) -> None:
+        if self.api is not None:
+            command = ["python3", "-u", "-I", RUNNER_IN_SANDBOX, "--workdir", self.workdir]
+            try:
+                self._runner_stream = stream = await self.api.open_stream(self.container, command, user=self.user,
+                                                                          workdir=self.workdir)
+            except self.api.errors as exc:
+                raise await _exec_failure(self.api, self.container, exc) from None
+            assert stream.writer is not None
+            self._runner = RunnerClient(stream.stdout, stream.writer, kill=self.close,  # type: ignore[arg-type]
+                                        exit_reason=self._exit_reason)
+            await self._runner.hello()
+            return
         argv = self.engine.command("exec", "-i", *_user_flags(self.user), "--workdir", self.workdir, self.container,
                                    "python3", "-u", "-I", RUNNER_IN_SANDBOX, "--workdir", self.workdir)
         self._runner_process = process = await asyncio.create_subprocess_exec(
@@ -161,14 +187,20 @@ class ContainerSandbox(RunnerSandbox):
             self._runner_stderr = (self._runner_stderr + chunk)[-4096:]
 
     async def _exit_reason(self) -> str:
-        process = self._runner_process
-        if process is not None and process.returncode is None:
-            try:
-                await asyncio.wait_for(process.wait(), 5)
-            except asyncio.TimeoutError:
+        process, stream = self._runner_process, self._runner_stream
+        if stream is not None:
+            code = await stream.exit_code()
+            if code is None:
                 return ""
-        code = process.returncode if process else None
-        tail = self._runner_stderr.decode("utf-8", "replace").strip()[-500:]
+            tail = bytes(stream.stderr).decode("utf-8", "replace").strip()[-500:]
+        else:
+            if process is not None and process.returncode is None:
+                try:
+                    await asyncio.wait_for(process.wait(), 5)
+                except asyncio.TimeoutError:
+                    return ""
+            code = process.returncode if process else None
+            tail = self._runner_stderr.decode("utf-8", "replace").strip()[-500:]
         if code == 127 or "python3" in tail and "not found" in tail:
             return " (the image has no python3, which leafcost's tool runner needs)"
         reason = "killed (out of memory?)" if code in (137, -9) else f"exit {code}"
@@ -178,6 +210,8 @@ class ContainerSandbox(RunnerSandbox):
         process = self._runner_process
         if self._runner is not None:
             self._runner.close()
+        if self._runner_stream is not None:
+            await self._runner_stream.close()
         if process is not None and process.returncode is None:
             process.kill()
             await process.wait()
@@ -207,6 +241,7 @@ class ContainerOpened:
         self.has_python = False
         self._finished_cpu: float | None = 0.0
         self._closed = False
+        self.api: EngineApi | None = None  # the engine's API, when it has one here; else its command line
 
     def cpu_seconds(self) -> float | None:
         current = None if self.sandbox.closed else self.sandbox.cpu_seconds()
@@ -227,12 +262,22 @@ class ContainerOpened:
             workdir = _workdir(environment, image)
             await self._root(container, RESET_VERIFIER, workdir)
             await self._copy_artifacts(agent, container)
-            await self.engine.run("cp", str(self.task.tests_dir), f"{container}:/tests", timeout=300)
+            await self._copy_tests(container)
             self.sandbox = await self._attach(container, self.agent_user, workdir)
         else:
             await self.sandbox.end_processes()
             await self._root(agent, RESET_VERIFIER, self.workdir)
-            await self.engine.run("cp", str(self.task.tests_dir), f"{agent}:/tests", timeout=300)
+            await self._copy_tests(agent)
+
+    async def _copy_tests(self, container: str) -> None:
+        if self.api is None:
+            await self.engine.run("cp", str(self.task.tests_dir), f"{container}:/tests", timeout=300)
+            return
+        try:
+            await self.api.put_directory(container, self.task.tests_dir, "/tests")
+        except self.api.errors as exc:
+            raise SandboxError(f"task {self.task.task_id}: copying the tests into the container failed: "
+                               f"{getattr(exc, 'message', exc)}") from None
 
     async def stop(self) -> None:
         if not self.sandbox.closed:
@@ -241,7 +286,7 @@ class ContainerOpened:
             self._finished_cpu = None if used is None or self._finished_cpu is None else self._finished_cpu + used
 
     async def read_verifier_file(self, name: str, limit: int) -> bytes | None:
-        return await read_file(self.engine, self.sandbox.container, verifier_file(name), limit)
+        return await read_file(self.engine, self.sandbox.container, verifier_file(name), limit, self.api)
 
     async def close(self) -> None:
         if self._closed:
@@ -249,6 +294,12 @@ class ContainerOpened:
         self._closed = True
         if (sandbox := getattr(self, "sandbox", None)) is not None:
             await sandbox._stop_runner()
+        if self.api is not None:
+            await self.api.remove(*self.containers)
+            if self.network_holder:
+                await self.api.remove(self.network_holder)
+            await self.api.close()
+            return
         if self.containers:
             await self.engine.run(*self.engine.remove_args(*self.containers), check=False, timeout=120)
         if self.network_holder:  # last: the engine refuses to remove it while a container joins its namespace
@@ -301,6 +352,10 @@ class ContainerOpened:
         ensure_watchdog(self.engine.argv, identity())  # removes this container if this process dies
         try:
             outside = network == "outside"  # created, fenced, then started: nothing of it runs unfenced
+            config = None if outside else self._api_config(flags, image, KEEP_ALIVE, environment.env)
+            if config is not None:
+                await self._api_run(config, image, role)
+                return name
             await self.engine.run(*(["create"] if outside else ["run", "-d"]), *flags, "--", image.id, *KEEP_ALIVE,
                                   env=environment.env, timeout=300)
             if outside:
@@ -335,6 +390,8 @@ class ContainerOpened:
                     await self._wait_healthy(container, service.healthcheck)
             except BuildError as exc:
                 raise BuildError(f"{exc} (service {service.name})") from None
+            # Asked of the command line, as the service was started: the API's quicker answer could come before a
+            # command that fails at once has exited (this check is a race either way; the command line's is slower).
             if not await _running(self.engine, container):
                 logs = await self.engine.run("logs", "--tail", "5", container, check=False)
                 said = " | ".join((logs.text + logs.stderr).strip().splitlines()[-5:])[-400:]
@@ -349,12 +406,24 @@ class ContainerOpened:
         if role != "network":
             self.containers.append(name)
         ensure_watchdog(self.engine.argv, identity())
-        try:
+        try:  # the command line, for the services (see _start_services)
             await self.engine.run("run", "-d", *flags, "--", image.id, *arguments, env=env, timeout=300)
         except EngineError as exc:
             raise BuildError(f"task {self.task.task_id}: {role} {service or 'holder'} did not start from "
                              f"{image.reference}: {str(exc).split(': ', 1)[-1]}") from None
         return name
+
+    def _api_config(self, flags: list[str], image: ResolvedImage, command: list[str],
+                    env: dict[str, str]) -> dict | None:
+        return None if self.api is None else container_config(flags, image.id, command, env)
+
+    async def _api_run(self, config: dict, image: ResolvedImage, role: str) -> None:
+        assert self.api is not None
+        try:
+            await self.api.run(config)
+        except self.api.errors as exc:
+            raise BuildError(f"task {self.task.task_id}: the {role} container did not start from {image.reference}: "
+                             f"{getattr(exc, 'message', exc)}") from None
 
     def _named(self, role: str, **extra: str) -> tuple[str, list[str]]:
         """A fresh container name, and as flags the labels every container of the attempt carries: the attempt's,
@@ -371,14 +440,18 @@ class ContainerOpened:
 
     async def _attach(self, container: str, user: str | None, workdir: str) -> ContainerSandbox:
         sandbox = ContainerSandbox(self.engine, container, user=user, workdir=workdir, image=self.image.reference,
-                                   has_python=self.has_python)
+                                   has_python=self.has_python, api=self.api)
         await sandbox.measure_from()
         return sandbox
 
     async def _root(self, container: str, script: str, workdir: str, *args: str) -> ExecResult:
-        argv = self.engine.command("exec", "--user", "root", "--workdir", workdir, container, "sh", "-c", script,
-                                   *args)
-        result = await _run_capped(argv, {}, 300)
+        if self.api is not None:
+            result = await _api_exec(self.api, container, ["sh", "-c", script, *args], user="root", workdir=workdir,
+                                     env=None, timeout=300)
+        else:
+            argv = self.engine.command("exec", "--user", "root", "--workdir", workdir, container, "sh", "-c",
+                                       script, *args)
+            result = await _run_capped(argv, {}, 300)
         if not result.ok:
             raise SandboxError(f"task {self.task.task_id}: preparing the container failed (exit "
                                f"{result.exit_code}): {(result.stderr or result.stdout).strip()[-500:]}")
@@ -389,8 +462,12 @@ class ContainerOpened:
         mean the environment never became ready, a task error."""
         started, failures, last = time.monotonic(), 0, ""
         while True:
-            argv = self.engine.command("exec", container, "sh", "-c", check.command)
-            result = await _run_capped(argv, {}, check.timeout_sec)
+            if self.api is not None:
+                result = await _api_exec(self.api, container, ["sh", "-c", check.command], user=None, workdir="",
+                                         env=None, timeout=check.timeout_sec)
+            else:
+                argv = self.engine.command("exec", container, "sh", "-c", check.command)
+                result = await _run_capped(argv, {}, check.timeout_sec)
             if result.ok:
                 return
             last = (result.stderr or result.stdout).strip()[-200:] or f"exit {result.exit_code}"
@@ -431,6 +508,7 @@ async def open_container_sandbox(task: Task, options: SandboxOptions, *, solutio
     opened = ContainerOpened(engine, task, options, image, labels or {}, spec)
     opened.services = services
     try:
+        opened.api = await connect(engine.name, engine.argv)
         await opened.open(solution)
     except BaseException:
         await opened.close()
@@ -463,12 +541,15 @@ def _remove_leftovers_once(options: SandboxOptions) -> list[str]:
     return [f"container {cid[:12]}" for cid in gone]
 
 
-async def read_file(engine: Engine, container: str, path: str, limit: int) -> bytes | None:
+async def read_file(engine: Engine, container: str, path: str, limit: int,
+                    api: EngineApi | None = None) -> bytes | None:
     """A regular file of a (running or stopped) container, at most `limit` bytes; None when it does not exist. A
     link, a directory or anything larger raises OSError. `cp` of the file itself would follow a final link (and
     name the member after its target), so its directory is what is copied: the file is its member of that name,
     read from the tar stream as it comes, and a link stays a link."""
     directory, name = posixpath.split(path)
+    if api is not None:
+        return await api.read_member(container, directory, name, limit)
     argv = engine.command("cp", f"{container}:{directory}", "-")
     return await asyncio.to_thread(_member_of_directory, argv, name, limit)
 
@@ -563,7 +644,25 @@ async def _run_capped(argv: list[str], env: dict[str, str], timeout: float) -> E
                       truncated_bytes=dropped)
 
 
-async def _running(engine: Engine, container: str) -> bool:
+async def _api_exec(api: EngineApi, container: str, argv: list[str], *, user: str | None, workdir: str,
+                    env: dict[str, str] | None, timeout: float) -> ExecResult:
+    """An exec through the API; a container that stopped (or an engine that refused) is a SandboxError."""
+    try:
+        return await api.exec(container, argv, user=user, workdir=workdir, env=env, timeout=timeout)
+    except api.errors as exc:
+        raise await _exec_failure(api, container, exc) from None
+
+
+async def _exec_failure(api: EngineApi, container: str, error: BaseException) -> SandboxError:
+    said = str(getattr(error, "message", error)).strip()[-300:]
+    if not (await api.state(container)).get("Running"):
+        return SandboxError(f"the container stopped: {said}")
+    return SandboxError(f"exec in container {container} failed: {said}")
+
+
+async def _running(engine: Engine, container: str, api: EngineApi | None = None) -> bool:
+    if api is not None:
+        return bool((await api.state(container)).get("Running"))
     state = await engine.run("inspect", "--format", "{{.State.Running}}", container, check=False)
     return state.text.strip() == "true"
 

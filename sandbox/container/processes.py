@@ -14,6 +14,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.container.api import EngineApi
 from sandbox.container.engine import Engine
 from sandbox.shared.owner import process_start
 from sandbox.protocol import SandboxError
@@ -85,17 +86,23 @@ def live_processes(directory: Path) -> list[Process]:
     return found
 
 
-async def kill_all_but(engine: Engine, container: str, directory: Path, spare: frozenset[str]) -> None:
+async def kill_all_but(engine: Engine, container: str, directory: Path, spare: frozenset[str],
+                       api: EngineApi | None = None) -> None:
     """Kills every process of the container not in `spare` ("pid:start"), with the container frozen while the
     victims are listed and signalled (nothing can fork meanwhile), again until none is left."""
     for _ in range(_ROUNDS):
-        paused = (await engine.run("pause", container, check=False, timeout=60)).code == 0
+        if api is not None:
+            paused = await api.pause(container)
+        else:
+            paused = (await engine.run("pause", container, check=False, timeout=60)).code == 0
         try:
             victims = [p for p in live_processes(directory) if p.key not in spare]
             for victim in victims:
                 _kill(victim)
         finally:
-            if paused:
+            if paused and api is not None:
+                await api.unpause(container)
+            elif paused:
                 await engine.run("unpause", container, check=False, timeout=60)
         if not victims:
             return
