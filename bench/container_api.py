@@ -115,7 +115,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--start-rounds", type=int, default=10)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="a check that it runs: 3 rounds, 2 starts")
     options = parser.parse_args()
+    if options.quick:
+        options.rounds, options.start_rounds = 3, 2
     ensure_toolchain_images()
     load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     times = asyncio.run(measure(options.rounds, options.start_rounds))
@@ -141,8 +144,8 @@ def main() -> None:
     }
     extra = {f"episode fixed cost p50 ms, {mode}": episode(mode) for mode in ("api", "cli", "local")}
     if options.json:
-        print(json.dumps({"load_before": load_before, "load_after": load_after, "timings": rows, "ratios": ratios,
-                          **extra}, indent=2))
+        print(json.dumps({"load_before": load_before, "load_after": load_after, "quick": options.quick,
+                          "timings": rows, "ratios": ratios, **extra}, indent=2))
         return
     print(f"load before: {load_before}")
     print(f"{'variant':<56} {'p50 ms':>9} {'p95 ms':>9} {'rounds':>7}")

@@ -21,7 +21,7 @@ MEASUREMENTS = {"api_latency": None, "ci_coverage": None, "container_tools": Non
                 "kube_scale": None, "mine_real_repos": None, "sandbox_overhead": None, "step_path": None,
                 "summary_speed": None, "synthetic_ledger": None, "claim_simulation": "test_claim_simulation.py",
                 "decide_simulation": "test_decide_simulation.py", "startup": None,
-                "episode_overhead": None}
+                "episode_overhead": None, "container_api": None}
 HELPERS = {"step_server": "step_path", "step_mini_driver": "step_path", "kube_standin": "kube_scale",
            "trivial_task": "harness_throughput"}
 
@@ -209,3 +209,12 @@ def test_episode_overhead():
     total = checkout["total"]
     assert total["cpu"] == pytest.approx(total["host"] + total["sandbox"])
     assert checkout["range"]["cpu"][0] <= checkout["range"]["cpu"][1]
+
+
+def test_container_api(container_images):
+    document = quick("container_api")
+    assert {row["rounds"] for label, row in document["timings"].items() if label.startswith("step:")} == {3}
+    assert all(row["p50_ms"] > 0 for row in document["timings"].values())
+    for mode in ("api", "cli", "local"):  # open + runner start + close of each way to run a sandbox
+        assert document[f"episode fixed cost p50 ms, {mode}"] > 0
+    assert all(ratio > 0 for ratio in document["ratios"].values())
