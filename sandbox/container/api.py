@@ -402,20 +402,27 @@ class _Chunks(io.RawIOBase):
 
 def _member(reader: io.RawIOBase, name: str, limit: int) -> bytes | None:
     try:
-        with tarfile.open(fileobj=io.BufferedReader(reader), mode="r|") as archive:
-            top = None
-            for member in archive:
-                top = top if top is not None else member.name.rstrip("/")
-                if member.name != f"{top}/{name}":
-                    continue
-                if not member.isreg() or member.issparse():
-                    raise OSError(f"{name} is not a regular file")
-                if member.size > limit:
-                    raise OSError(f"{name} is larger than {limit} bytes")
-                handle = archive.extractfile(member)
-                return handle.read() if handle is not None else b""
+        return directory_member(io.BufferedReader(reader), name, limit)
     except tarfile.TarError as exc:
         raise OSError(f"the tar stream of {name}'s directory is unreadable: {exc}") from None
+
+
+def directory_member(stream: Any, name: str, limit: int) -> bytes | None:
+    """The regular file `name` of the directory archived in the tar `stream` (read as it comes, at most `limit`
+    bytes); None when the archive has no such member; OSError for a link, a directory, a sparse file or anything
+    larger. A broken archive raises tarfile.TarError: the caller knows whether the engine said why."""
+    with tarfile.open(fileobj=stream, mode="r|") as archive:
+        top = None
+        for member in archive:
+            top = top if top is not None else member.name.rstrip("/")
+            if member.name != f"{top}/{name}":
+                continue
+            if not member.isreg() or member.issparse():
+                raise OSError(f"{name} is not a regular file")
+            if member.size > limit:
+                raise OSError(f"{name} is larger than {limit} bytes")
+            handle = archive.extractfile(member)
+            return handle.read() if handle is not None else b""
     return None
 
 

@@ -27,7 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
-from sandbox.container.api import EngineApi, RunnerStream, connect, container_config
+from sandbox.container.api import EngineApi, RunnerStream, connect, container_config, directory_member
 from sandbox.container.build_network import OUTSIDE_ONLY_FLAGS, fences_host, start_outside_only
 from sandbox.compose import hosts_file, service_run_args
 from sandbox.container.processes import (KEEP_ALIVE_ARGS, KEEP_ALIVE_IN_CONTAINER, cgroup_directory, cgroup_of,
@@ -560,18 +560,8 @@ def _member_of_directory(argv: list[str], name: str, limit: int) -> bytes | None
     assert process.stdout is not None and process.stderr is not None
     try:
         try:
-            with tarfile.open(fileobj=process.stdout, mode="r|") as archive:
-                top = None
-                for member in archive:
-                    top = top if top is not None else member.name.rstrip("/")
-                    if member.name != f"{top}/{name}":
-                        continue
-                    if not member.isreg() or member.issparse():
-                        raise OSError(f"{name} is not a regular file")
-                    if member.size > limit:
-                        raise OSError(f"{name} is larger than {limit} bytes")
-                    handle = archive.extractfile(member)
-                    return handle.read() if handle is not None else b""
+            if (data := directory_member(process.stdout, name, limit)) is not None:
+                return data
         except tarfile.TarError as exc:
             unreadable = exc
         else:
