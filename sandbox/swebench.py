@@ -226,9 +226,8 @@ def _validate(raw: Any, where: str) -> SWEBenchInstance:
         raise _InstanceError(
             f"{name}: no {' and no '.join(missing)}: this row is in SWE-bench's format from before swebench 5.0, "
             f"which kept each instance's test command and parser in the package; swebench "
-            f"{swebench_grading.SWEBENCH_VERSION} reads them from the dataset. Export the current rows, e.g. "
-            "python -c \"import datasets; datasets.load_dataset('SWE-bench/SWE-bench_Verified', split='test')"
-            ".to_json('verified.jsonl')\"")
+            f"{swebench_grading.SWEBENCH_VERSION} reads them from the dataset. Export the current rows: "
+            "leafcost swebench export verified --out verified.jsonl")
     if absent := [field for field in HARNESS_FIELDS if not raw.get(field)]:
         raise _InstanceError(
             f"{name}: no {' and no '.join(absent)}: swebench {swebench_grading.SWEBENCH_VERSION}'s harness refuses a "

@@ -82,7 +82,7 @@ def test_a_row_becomes_a_task_in_its_own_image_with_a_separate_verifier(tmp_path
 def test_a_row_from_before_swebench_5_is_refused_with_what_to_do(tmp_path):
     error = error_of(tmp_path, eval_script=None, log_parser=None, image=None, eval_type=None)
     assert "acme__calc-7" in error and "no eval_script and no log_parser" in error
-    assert "before swebench 5.0" in error and "SWE-bench/SWE-bench_Verified" in error
+    assert "before swebench 5.0" in error and "leafcost swebench export verified --out" in error
 
 
 @pytest.mark.parametrize("written, read", [
