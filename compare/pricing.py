@@ -3,11 +3,13 @@ with cached input and reasoning priced as the provider prices them. Every figure
 
 from __future__ import annotations
 
-import os
+import importlib.util
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
@@ -182,7 +184,41 @@ def _litellm_version() -> str:
 
 @lru_cache(maxsize=1)
 def _litellm_model_cost() -> dict:
-    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # never download a price map at import
-    import litellm
+    """`litellm.model_cost` as litellm builds it from its bundled map (LITELLM_LOCAL_MODEL_COST_MAP=True), read from
+    the package's own JSON without executing litellm's __init__ (seconds of CPU): the file found by the import
+    system, the `fallback_generalizations` block dropped, aliases served as their owner's entry."""
+    model_cost = json.loads(litellm_map_path().read_bytes())
+    model_cost.pop("fallback_generalizations", None)
+    return _expand_aliases(model_cost)
 
-    return litellm.model_cost
+
+def litellm_map_path() -> Path:
+    """The price map litellm ships in its package (`model_prices_and_context_window_backup.json`)."""
+    spec = importlib.util.find_spec("litellm")  # a top-level package: found, not imported
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("litellm is not installed: its price map prices arms without explicit prices")
+    return Path(next(iter(spec.submodule_search_locations)), "model_prices_and_context_window_backup.json")
+
+
+def _expand_aliases(model_cost: dict) -> dict:
+    """litellm 1.110's alias rules (`_expand_model_aliases`): a row whose `alias_of` names a model entry, and each
+    name in an entry's `aliases` list that is not already a model entry or claimed, is served as that entry; a
+    pointer row that names nothing (or another pointer) is dropped, and the `aliases` key never survives."""
+    pointers = {name: target for name, info in model_cost.items() if isinstance(target := info.get("alias_of"), str)}
+    owners: dict[str, str] = {}
+    for name, info in model_cost.items():
+        aliases = info.get("aliases")
+        if aliases is None or name in pointers:
+            continue
+        info.pop("aliases")
+        for alias in aliases if isinstance(aliases, list) else ():
+            if (alias not in model_cost or alias in pointers) and alias not in owners:
+                owners[alias] = name
+    for alias, target in pointers.items():
+        if target in model_cost and target not in pointers and alias not in owners:
+            owners[alias] = target
+    for alias in pointers.keys() - owners.keys():
+        del model_cost[alias]
+    for alias, owner in owners.items():
+        model_cost[alias] = model_cost[owner]
+    return model_cost

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from importlib.metadata import version
+
 import duckdb
 import pytest
 
 from adapters.base import Usage
-from compare.pricing import UNPRICED_CALL_SQL, explicit_cost, litellm_prices, price_call, unmodelled_tier_threshold
+from compare.demo import LOCAL_ROUTER_PRICED_AS
+from compare.pricing import (UNPRICED_CALL_SQL, _litellm_model_cost, explicit_cost, litellm_prices, litellm_revision,
+                             price_call, unmodelled_tier_threshold)
 from compare.spec import Prices, PriceTier, RouterArm, SpecError, parse_run_spec
 
 USAGE = Usage(prompt_tokens=1_000_000, completion_tokens=100_000, cached_tokens=400_000, reasoning_tokens=0)
@@ -139,8 +144,55 @@ def test_gemini_2_5_pro_tier_comes_from_litellms_map_and_bills_as_litellm_does()
         assert price.cost_usd == pytest.approx(_litellm_own_cost("gemini-2.5-pro", usage), rel=1e-12)
 
 
-def _litellm_own_cost(model: str, usage: Usage) -> float:
+def _litellm():
+    """litellm itself, on its bundled map (never a download at import), for checking our reading of its map."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
+
+    return litellm
+
+
+# Every model the tests, the presets, the demo and the docs price from the map, and names it does not price.
+MAP_MODELS = ("gpt-5-mini", "openai/gpt-5-mini", LOCAL_ROUTER_PRICED_AS, "gemini-2.5-pro", "gpt-5.4", "openai/gpt-5",
+              "claude-sonnet-4-5", "anthropic/claude-sonnet-4.5", "nobody-prices-this-model",
+              "no-such-model-anywhere", "openai/no-such-model-anywhere")
+
+
+def test_the_map_read_from_litellms_json_is_litellms_own_model_cost():
+    """compare.pricing reads the JSON litellm ships without importing litellm; what it reads is `litellm.model_cost`
+    entry for entry (aliases served as their owner, the generalization rules dropped) and the revision is the
+    installed litellm's."""
+    litellm = _litellm()
+    ours = _litellm_model_cost()
+    assert ours.keys() == litellm.model_cost.keys() and ours == litellm.model_cost
+    aliases = [name for name, entry in litellm.model_cost.items() if getattr(entry, "names", (name,))[0] != name]
+    assert aliases and all(ours[name] == litellm.model_cost[name] for name in aliases)
+    assert litellm_revision() == f"litellm {version('litellm')} local map"
+
+
+@pytest.mark.parametrize("model", MAP_MODELS)
+def test_a_map_price_is_the_one_litellm_looks_up(model):
+    litellm = _litellm()
+    entry = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
+    sheet = litellm_prices(model)
+    if not entry or not entry.get("input_cost_per_token") or not entry.get("output_cost_per_token"):
+        assert sheet is None and price_call(USAGE, None, model).price_source == "unpriced"
+        return
+    info = litellm.get_model_info(entry_model := model if model in litellm.model_cost else model.split("/", 1)[-1])
+    rates = {"input": "input_cost_per_token", "output": "output_cost_per_token",
+             "cached_input": "cache_read_input_token_cost", "cache_write": "cache_creation_input_token_cost",
+             "reasoning": "output_cost_per_reasoning_token"}
+    for field, key in rates.items():
+        theirs = info.get(key)
+        assert getattr(sheet, field) == (None if theirs is None else pytest.approx(theirs * 1_000_000, rel=1e-12))
+    usage = Usage(prompt_tokens=120_000, cached_tokens=40_000, completion_tokens=9_000, reasoning_tokens=3_000)
+    price = price_call(usage, None, model)
+    assert (price.price_source, price.price_revision) == ("litellm", litellm_revision())
+    assert price.cost_usd == pytest.approx(_litellm_own_cost(entry_model, usage), rel=1e-12)
+
+
+def _litellm_own_cost(model: str, usage: Usage) -> float:
+    litellm = _litellm()
     from litellm.types.utils import CompletionTokensDetailsWrapper, PromptTokensDetailsWrapper
     from litellm.types.utils import Usage as LitellmUsage
 

@@ -50,6 +50,9 @@ NEVER_BEFORE_FIRST_REQUEST = {"numpy", "litellm", "kubernetes", "fastapi", "uvic
 ARMS = {
     "router": {"name": "hosted", "adapter": "router", "model": "m", "max_retries": 0, "api_key_env": "STARTUP_KEY",
                "prices": {"input": 1.0, "output": 2.0}},
+    # priced from litellm's map: read from the JSON litellm ships, litellm itself never imported by the run
+    "router-map": {"name": "hosted", "adapter": "router", "model": "gpt-5-mini", "max_retries": 0,
+                   "api_key_env": "STARTUP_KEY"},
     "sglang": {"name": "self-hosted", "adapter": "sglang", "model": "m", "max_retries": 0,
                "gpu": {"type": "H200", "count": 1, "usd_per_hour": 3.5}, "metrics_interval_sec": 3600},
 }
@@ -77,7 +80,8 @@ class FirstRequestEndpoint:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 if self.path == "/v1/models":
-                    return self.send({"object": "list", "data": [{"id": "m", "object": "model"}]})
+                    return self.send({"object": "list", "data": [{"id": model, "object": "model"}
+                                                                  for model in ("m", "gpt-5-mini")]})
                 self.send({"error": {"message": "not found"}}, 404)
 
             def do_POST(self) -> None:  # noqa: N802
@@ -128,7 +132,7 @@ def test_help_loads_no_heavy_library_and_no_run_machinery(tmp_path):
     assert loaded(json.loads(dump.read_text()), NEVER_FOR_HELP) == []
 
 
-@pytest.mark.parametrize("arm", ["router", "sglang"])
+@pytest.mark.parametrize("arm", ["router", "router-map", "sglang"])
 def test_a_run_reaches_its_first_request_without_the_figures_modules(arm, make_task, tmp_path):
     suite = Path(make_task("calc").path).parent
     dump = tmp_path / "modules.json"
@@ -145,3 +149,11 @@ def test_a_run_reaches_its_first_request_without_the_figures_modules(arm, make_t
     modules = json.loads(dump.read_text())
     assert {"aiohttp", "duckdb", "compare.runner"} <= set(modules)  # the list is the running process's
     assert loaded(modules, NEVER_BEFORE_FIRST_REQUEST) == []
+    if arm == "router-map":  # the call was still priced from the map, with its provenance
+        import duckdb
+
+        from compare.pricing import litellm_revision
+
+        with duckdb.connect(str(tmp_path / "ledger.duckdb"), read_only=True) as ledger:
+            rows = ledger.execute("SELECT cost_usd > 0, price_source, price_revision FROM model_calls").fetchall()
+        assert rows == [(True, "litellm", litellm_revision())]
