@@ -5,11 +5,16 @@ every other repetition:
 - `help`: `leafcost --help`, its wall time and CPU (os.wait4 of the whole process);
 - `run-router` and `run-sglang`: `leafcost run spec.yaml` of one trivial task (bench/trivial_task.py, the local
   bubblewrap backend, a cached environment, a ledger the warm-up created) with one `router` arm (explicit prices)
-  or one `sglang` arm against an instant OpenAI-compatible endpoint served by this process. The endpoint notes when
+  or one `sglang` arm against an instant OpenAI-compatible endpoint served by this process; `run-router-map` (not in
+  the default set) a `router` arm priced from litellm's map (gpt-5-mini, no explicit prices). The endpoint notes when
   each run's first `/models` probe and first chat request arrive and, at that moment, the leafcost process's CPU
   (/proc/PID/stat), before it answers "Done." (one call ends the episode). "To first request" is from just before
   the process is spawned to the request's arrival; the run then finishes (grading included) and must exit 0.
-The children write bytecode (PYTHONDONTWRITEBYTECODE is dropped), so the warm-up leaves every checkout compiled.
+The children write bytecode (PYTHONDONTWRITEBYTECODE is dropped), so the warm-up leaves every checkout compiled and
+every measured start reads cached .pyc files, as a user's installed venv has them; the JSON says so (`bytecode`:
+the parent's PYTHONDONTWRITEBYTECODE, and per checkout and for the venv's libraries how many .py files have an
+up-to-date .pyc after the warm-up). With PYTHONDONTWRITEBYTECODE=1 and no cached .pyc, every start compiles
+leafcost's modules from source: about 0.1 s more CPU, not measured here.
 
 With `--src LABEL=DIR` (repeatable) every checkout runs with this venv (PYTHONPATH=DIR), so a before/after table
 comes from one run, its ratios (÷ the first checkout) taken inside each repetition. Each measurement records the
@@ -44,13 +49,17 @@ sys.path[:0] = [str(ROOT), str(BENCH)]
 from step_server import answer  # noqa: E402
 from trivial_task import make_suite  # noqa: E402
 
-WHAT = ("help", "run-router", "run-sglang")
+WHAT = ("help", "run-router", "run-sglang", "run-router-map")
+DEFAULT_WHAT = ("help", "run-router", "run-sglang")
+MAP_MODEL = "gpt-5-mini"  # priced from litellm's map
 GOAL_SEC = 0.5
 ARMS = {
     "run-router": {"name": "bench", "adapter": "router", "model": "bench-model", "max_retries": 0,
                    "prices": {"input": 0.15, "output": 0.6}, "api_key_env": "BENCH_ROUTER_KEY"},
     "run-sglang": {"name": "bench", "adapter": "sglang", "model": "bench-model", "max_retries": 0,
                    "gpu": {"type": "H200", "count": 1, "usd_per_hour": 3.5}, "metrics_interval_sec": 3600},
+    "run-router-map": {"name": "bench", "adapter": "router", "model": MAP_MODEL, "max_retries": 0,
+                       "api_key_env": "BENCH_ROUTER_KEY"},
 }
 TICKS = os.sysconf("SC_CLK_TCK")
 _PATH = re.compile(r"^/r/([\w-]+)/v1(/.*)$")
@@ -77,7 +86,8 @@ class FirstRequests:
                 tag, rest = owner.route(self.path)
                 if rest == "/models":
                     owner.note(tag, "models")
-                    return self.send({"object": "list", "data": [{"id": "bench-model", "object": "model"}]})
+                    return self.send({"object": "list", "data": [{"id": model, "object": "model"}
+                                                                  for model in ("bench-model", MAP_MODEL)]})
                 self.send({"error": {"message": "not found"}}, 404)
 
             def do_POST(self) -> None:  # noqa: N802
@@ -201,7 +211,11 @@ def _measured(command: list[str], *, env: dict, cwd: Path, on_spawn=lambda pid: 
     cpu = usage.ru_utime + usage.ru_stime
     busy = (machine_after[0] - machine_before[0]) / max(1, machine_after[1] - machine_before[1]) * os.cpu_count()
     return {"started": started, "wall_sec": wall, "cpu_sec": cpu, "machine_busy_cores": busy,
-            "outside_load_cores": max(0.0, busy - cpu / wall)}
+            "outside_load_cores": max(0.0, busy - cpu / wall), "loadavg_1min": _loadavg()[0]}
+
+
+def _loadavg() -> list[float]:
+    return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
 
 
 def _machine_jiffies() -> tuple[int, int]:
@@ -209,6 +223,56 @@ def _machine_jiffies() -> tuple[int, int]:
     fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     total = sum(fields[:8])
     return total - fields[3] - fields[4], total
+
+
+# --------------------------------------------------------------------------------------------- bytecode
+
+PACKAGES = ("compare", "adapters", "sandbox", "reports")
+LIBRARIES = ("pydantic", "aiohttp", "duckdb", "typer", "rich", "yaml", "litellm")
+
+
+def bytecode_census(sources: dict[str, Path]) -> dict:
+    """How the measured starts load modules: whether the children may write bytecode, and per checkout (its
+    packages) and for the venv's libraries the .py files that have an up-to-date .pyc in __pycache__."""
+    import importlib.util
+
+    libraries = {}
+    for name in LIBRARIES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            libraries[name] = _pyc_counts([Path(p) for p in spec.submodule_search_locations])
+    return {"children_write_bytecode": True,
+            "parent_PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
+            "measured": "with bytecode: PYTHONDONTWRITEBYTECODE dropped for the children and a warm-up run of every "
+                        "measurement first, so the measured starts read cached .pyc files as an installed venv does",
+            "checkouts": {label: _pyc_counts([src / p for p in PACKAGES]) for label, src in sources.items()},
+            "libraries": libraries}
+
+
+def _pyc_counts(roots: list[Path]) -> dict:
+    """.py files, those with an up-to-date .pyc, those whose .pyc is out of date (a module never imported has none)."""
+    files = [f for root in roots if root.is_dir() for f in root.rglob("*.py")]
+    states = [_pyc_state(f) for f in files]
+    return {"py_files": len(files), "with_current_pyc": states.count("current"), "stale_pyc": states.count("stale")}
+
+
+def _pyc_state(source: Path) -> str:
+    """"current" when the interpreter would use the .pyc of `source` (its header's source mtime and size match, or
+    it is hash-based), "stale" when one is there but out of date, "none" when there is none."""
+    import importlib.util
+
+    try:
+        header = Path(importlib.util.cache_from_source(str(source))).read_bytes()[:16]
+        stat = source.stat()
+    except OSError:
+        return "none"
+    if len(header) < 16:
+        return "stale"
+    if int.from_bytes(header[4:8], "little") != 0:  # hash-based: checked (or not) by the interpreter itself
+        return "current"
+    current = (int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+               and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
+    return "current" if current else "stale"
 
 
 # --------------------------------------------------------------------------------------------- the design
@@ -233,7 +297,7 @@ def spread(values: list[float]) -> dict:
 
 
 FIGURES = ("wall_sec", "cpu_sec", "first_request_sec", "first_request_cpu_sec", "models_probe_sec",
-           "outside_load_cores")
+           "outside_load_cores", "loadavg_1min")
 
 
 def summarize(runs: list[dict], sources: list[str], what: list[str]) -> dict:
@@ -261,6 +325,7 @@ def measure(*, reps: int, what: list[str], sources: dict[str, Path], cache_dir: 
             progress=lambda text: None) -> dict:
     cache_dir.mkdir(parents=True, exist_ok=True)
     runs = []
+    utc_start = _utc_now()
     loadavg_at_start = Path("/proc/loadavg").read_text().split()[:3]
     with tempfile.TemporaryDirectory(prefix="leafcost-startup-") as tmp, FirstRequests() as endpoint:
         scratch, env_cache, count = Path(tmp), cache_dir / "leafcost-env", iter(range(1_000_000))
@@ -273,6 +338,7 @@ def measure(*, reps: int, what: list[str], sources: dict[str, Path], cache_dir: 
 
         for w, label in plan(list(sources), what, 0):  # warm-up (environment build, .pyc, page cache), not reported
             one(w, label)
+        bytecode = bytecode_census(sources)
         for rep in range(reps):
             for w, label in plan(list(sources), what, rep):
                 figures = one(w, label)
@@ -281,18 +347,27 @@ def measure(*, reps: int, what: list[str], sources: dict[str, Path], cache_dir: 
                 progress(f"rep {rep + 1}/{reps} {w:<10} {label:<8} {shown:.3f} s (cpu {figures['cpu_sec']:.3f} s), "
                          f"busy {figures['machine_busy_cores']:.2f} cores")
     return {"design": {"reps": reps, "what": what, "sources": {k: str(v) for k, v in sources.items()},
-                       "goal_sec": GOAL_SEC},
+                       "goal_sec": GOAL_SEC, "bytecode": bytecode},
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                         "loadavg_at_start": loadavg_at_start,
-                        "loadavg_at_end": Path("/proc/loadavg").read_text().split()[:3]},
+                        "loadavg_at_end": Path("/proc/loadavg").read_text().split()[:3],
+                        "utc_start": utc_start, "utc_end": _utc_now()},
             "summary": summarize(runs, list(sources), what), "runs": runs}
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
 
 
 def render(result: dict) -> str:
     design, machine = result["design"], result["machine"]
-    lines = [f"machine: {machine['cpus']} cores, Python {machine['python']}, load average {machine['loadavg_at_start']}"
-             f" at start, {machine['loadavg_at_end']} at end; {design['reps']} interleaved repetitions, "
-             "medians [min–max] in seconds", "",
+    bytecode = design["bytecode"]
+    pyc = ", ".join(f"{label} {c['with_current_pyc']} of {c['py_files']}, {c['stale_pyc']} stale"
+                    for label, c in bytecode["checkouts"].items())
+    lines = [f"{machine['utc_start']} to {machine['utc_end']}; machine: {machine['cpus']} cores, Python "
+             f"{machine['python']}, load average {machine['loadavg_at_start']} at start, {machine['loadavg_at_end']} "
+             f"at end; {design['reps']} interleaved repetitions, medians [min–max] in seconds",
+             f"{bytecode['measured']} (.py files with a current .pyc, the ones the commands import: {pyc})", "",
              "| measurement | checkout | to first request (help: whole) | CPU by then | whole process | CPU whole "
              "| ÷ first checkout | goal ≤ 0.5 s | outside load, cores |", "|---|---|---|---|---|---|---|---|---|"]
     for row in result["summary"]["rows"]:
@@ -321,7 +396,7 @@ def _source(text: str) -> tuple[str, Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=7)
-    parser.add_argument("--what", nargs="+", choices=WHAT, default=list(WHAT))
+    parser.add_argument("--what", nargs="+", choices=WHAT, default=list(DEFAULT_WHAT))
     parser.add_argument("--src", type=_source, action="append", metavar="LABEL=DIR",
                         help="a checkout to run with this venv (repeatable; default: this one, as 'head')")
     parser.add_argument("--quick", action="store_true", help="a fast check: 1 repetition")
