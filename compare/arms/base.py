@@ -113,7 +113,7 @@ class ArmSpec(StrictModel):
         raise ValueError(f"{str(value)[:40]!r} is not a date: write the release day as YYYY-MM-DD")
 
     def build_adapter(self) -> Adapter | None:
-        """The adapter to its endpoint (imported lazily: litellm costs seconds); None when no model answers."""
+        """The adapter to its endpoint (imported lazily: a run's, not `--help`'s); None when no model answers."""
         return None
 
     def build_solver(self, budgets: Budgets, prompt: EpisodePrompt | None) -> Solver:

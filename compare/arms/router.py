@@ -36,7 +36,7 @@ class RouterArm(ArmSpec):
     def start_problem(self) -> str | None:
         if self.prices is not None or self.allow_unpriced:
             return None
-        from compare.pricing import litellm_prices, litellm_revision  # litellm's map: seconds of import
+        from compare.pricing import litellm_prices, litellm_revision  # the map read from litellm's JSON, no import
 
         if litellm_prices(self.model) is None:
             return (f"model {self.model!r} has no price in {litellm_revision()}; give the arm explicit prices "
