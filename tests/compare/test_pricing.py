@@ -10,8 +10,8 @@ import pytest
 
 from adapters.base import Usage
 from compare.demo import LOCAL_ROUTER_PRICED_AS
-from compare.pricing import (UNPRICED_CALL_SQL, _litellm_model_cost, explicit_cost, litellm_prices, litellm_revision,
-                             price_call, unmodelled_tier_threshold)
+from compare.pricing import (UNPRICED_CALL_SQL, _expand_aliases, _litellm_model_cost, explicit_cost, litellm_prices,
+                             litellm_revision, price_call, unmodelled_tier_threshold)
 from compare.spec import Prices, PriceTier, RouterArm, SpecError, parse_run_spec
 
 USAGE = Usage(prompt_tokens=1_000_000, completion_tokens=100_000, cached_tokens=400_000, reasoning_tokens=0)
@@ -168,6 +168,25 @@ def test_the_map_read_from_litellms_json_is_litellms_own_model_cost():
     aliases = [name for name, entry in litellm.model_cost.items() if getattr(entry, "names", (name,))[0] != name]
     assert aliases and all(ours[name] == litellm.model_cost[name] for name in aliases)
     assert litellm_revision() == f"litellm {version('litellm')} local map"
+
+
+def test_alias_rules_are_litellms_own_on_every_conflict():
+    """The alias cases the bundled map may hold one day: pointers (to an entry, to nothing, to a pointer), alias
+    lists (new names, a name taken by an entry, one claimed twice, one a pointer row also claims, not a list)."""
+    import copy
+
+    from litellm.litellm_core_utils.get_model_cost_map import _expand_model_aliases
+
+    _litellm()
+    raw = {"a": {"input_cost_per_token": 1, "aliases": ["a1", "b", "shared", "p1"]},
+           "b": {"input_cost_per_token": 2, "aliases": ["shared", "b1"]},
+           "c": {"input_cost_per_token": 3, "aliases": "not-a-list"},
+           "p1": {"alias_of": "b"}, "p2": {"alias_of": "c"}, "p3": {"alias_of": "nothing"}, "p4": {"alias_of": "p2"},
+           "a1": {"alias_of": "c"}}
+    theirs = _expand_model_aliases(copy.deepcopy(raw))
+    ours = _expand_aliases(copy.deepcopy(raw))
+    assert ours.keys() == theirs.keys() and ours == theirs
+    assert ours["p1"] == ours["a"] and ours["p2"] == ours["c"] and "p3" not in ours and "p4" not in ours
 
 
 @pytest.mark.parametrize("model", MAP_MODELS)
