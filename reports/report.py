@@ -24,7 +24,6 @@ gives an empty patch, and the report's notes count such attempts per arm."""
 from __future__ import annotations
 
 import json
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -233,9 +232,6 @@ def _write_text(path: Path, text: str) -> Path:
 
 
 def _provenance(conn, run_id: str, document: dict[str, Any]) -> Provenance:
-    # litellm fetches its price map over the network at import unless told not to; the pinned local map is
-    # the one leafcost prices with (compare.pricing sets the same before its own imports).
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from compare.pricing import litellm_revision
 
     hashes = conn.execute("SELECT DISTINCT sandbox_spec_hash FROM episodes WHERE run_id = ? AND sandbox_spec_hash "
