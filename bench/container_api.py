@@ -2,7 +2,12 @@
 the engine's command line, and both next to the local bubblewrap sandbox, in one run:
 
 - a Bash tool round trip (`true`) through the tool runner's one exec stream per episode (API stream vs `podman exec
-  -i`), and through bubblewrap;
+  -i`), and through bubblewrap. Leaf's Bash tool runs `bash -lc`: a login shell with each side's own profile, and the
+  task image's (Debian's /etc/profile runs `id -u`, root's ~/.profile runs `mesg n`: two more processes per step)
+  costs what bubblewrap's minimal one does not. So two like-for-like steps are measured too: `bash -c true` through
+  the runner's exec request on both sides (no profile), and the Bash tool in a second API container whose login
+  profile is bubblewrap's (/etc/profile replaced, the user's ~/.profile and the like removed; the agent's container
+  never is);
 - one harness exec per call (`sh -c true`): an API exec round trip vs one `podman exec` command;
 - an episode's fixed costs on a cached environment: opening the sandbox (`start`), starting the tool runner (the
   first tool call) and closing it, for the API, the command line and bubblewrap.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import statistics
@@ -32,6 +38,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from container_images import ensure_toolchain_images  # noqa: E402
 from sandbox import SandboxOptions, load_suite, open_sandbox  # noqa: E402
 from sandbox.container.engine import engine  # noqa: E402
+from sandbox.local.bwrap import PROFILE  # noqa: E402
 
 SWITCH = "LEAFCOST_CONTAINER_API"
 
@@ -64,17 +71,31 @@ async def measure(rounds: int, start_rounds: int) -> dict[str, list[float]]:
         podman = SandboxOptions(backend="podman", cache_dir=Path(cache))
         through_api, through_cli = await _open(task, podman, "api"), await _open(task, podman, "cli")
         in_bwrap = await _open(task, local, "local")
+        bwrap_profile = await _open(task, podman, "api")
         try:
-            for opened in (through_api, through_cli, in_bwrap):  # starts each runner
+            await _use_profile(bwrap_profile, PROFILE.read_text())
+            for opened in (through_api, through_cli, in_bwrap, bwrap_profile):  # starts each runner
                 await opened.sandbox.run_tool("Bash", {"command": "true"})
             per_call = engine("podman").command("exec", through_cli.sandbox.container, "sh", "-c", "true")
             api = through_api.api
-            steps = [("step: API runner stream (Bash true)", through_api),
-                     ("step: CLI runner stream, podman exec -i (Bash true)", through_cli),
-                     ("step: local bubblewrap (Bash true)", in_bwrap)]
+            api_runner, bwrap_runner = await _runner(through_api), await _runner(in_bwrap)
+
+            def bash(opened):
+                return lambda: opened.sandbox.run_tool("Bash", {"command": "true"})
+
+            def plain(runner):
+                return lambda: runner.exec("true", timeout=60, cwd=None, env=None, login=False)
+
+            steps = [("step: API runner stream (Bash true)", bash(through_api)),
+                     ("step: CLI runner stream, podman exec -i (Bash true)", bash(through_cli)),
+                     ("step: local bubblewrap (Bash true)", bash(in_bwrap)),
+                     ("step: API runner stream, bash -c true (no login profile)", plain(api_runner)),
+                     ("step: local bubblewrap, bash -c true (no login profile)", plain(bwrap_runner)),
+                     ("step: API runner stream, bubblewrap's login profile (Bash true)", bash(bwrap_profile))]
             for index in range(rounds):  # the order turns each round: no variant always follows another
-                for label, opened in steps[index % 3:] + steps[:index % 3]:
-                    add(label, await _timed(opened.sandbox.run_tool("Bash", {"command": "true"})))
+                turn = index % len(steps)
+                for label, step in steps[turn:] + steps[:turn]:
+                    add(label, await _timed(step()))
             # Apart from the steps: a `podman exec`'s cleanup (conmon, `podman container cleanup`) outlives it.
             calls = [("exec per call: API exec round trip (sh -c true)",
                       lambda: api.exec(through_api.sandbox.container, ["sh", "-c", "true"], user=None, workdir="/",
@@ -85,7 +106,7 @@ async def measure(rounds: int, start_rounds: int) -> dict[str, list[float]]:
                 for label, call in calls[index % 2:] + calls[:index % 2]:
                     add(label, await _timed(call()))
         finally:
-            for opened in (through_api, through_cli, in_bwrap):
+            for opened in (through_api, through_cli, in_bwrap, bwrap_profile):
                 await opened.close()
         modes = [("api", podman), ("cli", podman), ("local", local)]
         for index in range(start_rounds):
@@ -98,6 +119,22 @@ async def measure(rounds: int, start_rounds: int) -> dict[str, list[float]]:
                 add(f"episode {mode}: close", await _timed(opened.close()))
     _mode("api")
     return times
+
+
+async def _runner(opened):
+    """The sandbox's tool runner client (the one stream the Bash tool uses), for its `exec` request."""
+    client = opened.sandbox._client()
+    return await client if inspect.isawaitable(client) else client
+
+
+async def _use_profile(opened, profile: str) -> None:
+    """Bubblewrap's login profile in this (benchmark-only) container: /etc/profile replaced, the agent user's own
+    login files removed, so `bash -lc` does there what it does in bubblewrap."""
+    script = f'cat > /etc/profile <<"LEAFCOST_PROFILE"\n{profile.rstrip()}\nLEAFCOST_PROFILE\n'
+    wrote = await opened.sandbox.exec(script, timeout=60, user="root")
+    removed = await opened.sandbox.exec('cd && rm -f .bash_profile .bash_login .profile', timeout=60)
+    if not (wrote.ok and removed.ok):
+        raise SystemExit(f"could not replace the login profile: {wrote.stderr} {removed.stderr}")
 
 
 async def _timed(awaitable) -> float:
@@ -137,22 +174,32 @@ def main() -> None:
         / p50("step: local bubblewrap (Bash true)"),
         "step p50, CLI stream / bubblewrap": p50("step: CLI runner stream, podman exec -i (Bash true)")
         / p50("step: local bubblewrap (Bash true)"),
+        "step p50 without a login profile (bash -c true through the runner), API stream / bubblewrap":
+        p50("step: API runner stream, bash -c true (no login profile)")
+        / p50("step: local bubblewrap, bash -c true (no login profile)"),
+        "step p50 with bubblewrap's login profile on both sides (Bash true), API stream / bubblewrap":
+        p50("step: API runner stream, bubblewrap's login profile (Bash true)")
+        / p50("step: local bubblewrap (Bash true)"),
         "exec per call p50, podman exec / API exec": p50("exec per call: one `podman exec sh -c true`")
         / p50("exec per call: API exec round trip (sh -c true)"),
         "open p50, CLI / API": p50("episode cli: open (start)") / p50("episode api: open (start)"),
         "episode fixed cost p50 (open+runner+close), CLI / API": episode("cli") / episode("api"),
     }
     extra = {f"episode fixed cost p50 ms, {mode}": episode(mode) for mode in ("api", "cli", "local")}
+    # What the task image's own login profile adds to each Bash step (its processes), beside bubblewrap's.
+    extra["image login profile ms per step (p50, API Bash true - API with bubblewrap's profile)"] = (
+        p50("step: API runner stream (Bash true)")
+        - p50("step: API runner stream, bubblewrap's login profile (Bash true)"))
     if options.json:
         print(json.dumps({"load_before": load_before, "load_after": load_after, "quick": options.quick,
                           "timings": rows, "ratios": ratios, **extra}, indent=2))
         return
     print(f"load before: {load_before}")
-    print(f"{'variant':<56} {'p50 ms':>9} {'p95 ms':>9} {'rounds':>7}")
+    print(f"{'variant':<66} {'p50 ms':>9} {'p95 ms':>9} {'rounds':>7}")
     for label, row in rows.items():
-        print(f"{label:<56} {row['p50_ms']:>9.1f} {row['p95_ms']:>9.1f} {row['rounds']:>7}")
+        print(f"{label:<66} {row['p50_ms']:>9.1f} {row['p95_ms']:>9.1f} {row['rounds']:>7}")
     for label, value in extra.items():
-        print(f"{label}: {value:.0f}")
+        print(f"{label}: {value:.1f}")
     for label, ratio in ratios.items():
         print(f"{label}: {ratio:.2f}x")
     print(f"load after: {load_after}")
