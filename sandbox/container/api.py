@@ -281,6 +281,18 @@ class EngineApi:
         except self.errors:
             return {}
 
+    async def wait_exit(self, name: str, timeout: float) -> int | None:
+        """The container's exit code once it no longer runs (at once if it already stopped); None if it still runs
+        after `timeout` seconds, or the engine cannot say."""
+        if timeout <= 0:
+            return None
+        try:
+            answer = await asyncio.wait_for(self._container(name).wait(condition="not-running"), timeout)
+        except (asyncio.TimeoutError, *self.errors):
+            return None
+        code = answer.get("StatusCode") if isinstance(answer, dict) else None
+        return code if isinstance(code, int) else None
+
     async def pause(self, name: str) -> bool:
         try:
             await self._container(name).pause()

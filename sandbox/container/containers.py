@@ -71,6 +71,10 @@ fi
 RESET_VERIFIER = ("rm -rf /tests /logs/verifier; if [ -L /logs ] || [ ! -d /logs ]; then rm -rf /logs; fi; "
                   "mkdir -p /logs/verifier /logs/artifacts && chmod 777 /logs/verifier")
 ARTIFACTS_DIR = "/logs/artifacts"
+# A Compose service that stops within this long of its start "exited as it started". Its exit is waited for until
+# then (the engine's wait, which answers as soon as the exit lands, at once for one that already stopped) and its
+# state read after: a snapshot taken just after `run -d` could still say "running" for a command that fails at once.
+SERVICE_SETTLE_SEC = 1.0
 ARTIFACT_CAP_BYTES = 1 << 30
 
 
@@ -385,18 +389,17 @@ class ContainerOpened:
             flags, arguments = service_run_args(service, cpus, memory_mb, environment.pids)
             flags += _env_flags(service.environment) + self._joined_network()
             container = await self._run_part("service", flags, image, arguments, service.environment, service.name)
-            try:
-                if service.healthcheck is not None:
-                    await self._wait_healthy(container, service.healthcheck)
-            except BuildError as exc:
-                raise BuildError(f"{exc} (service {service.name})") from None
-            # Asked of the command line, as the service was started: the API's quicker answer could come before a
-            # command that fails at once has exited (this check is a race either way; the command line's is slower).
-            if not await _running(self.engine, container):
-                logs = await self.engine.run("logs", "--tail", "5", container, check=False)
-                said = " | ".join((logs.text + logs.stderr).strip().splitlines()[-5:])[-400:]
-                raise BuildError(f"task {self.task.task_id}: service {service.name} exited as it started: "
-                                 f"{said or 'no output'}")
+            settled = time.monotonic() + SERVICE_SETTLE_SEC
+            if service.healthcheck is not None:
+                await self._wait_healthy(container, service.healthcheck, service)
+            if await service_exit(self.engine, container, settled - time.monotonic(), self.api) is not None:
+                raise await self._exited_as_started(service, container)
+
+    async def _exited_as_started(self, service: ComposeService, container: str) -> BuildError:
+        logs = await self.engine.run("logs", "--tail", "5", container, check=False)
+        said = " | ".join((logs.text + logs.stderr).strip().splitlines()[-5:])[-400:]
+        return BuildError(f"task {self.task.task_id}: service {service.name} exited as it started: "
+                          f"{said or 'no output'}")
 
     async def _run_part(self, role: str, flags: list[str], image: ResolvedImage, arguments: list[str],
                         env: dict[str, str], service: str = "") -> str:
@@ -457,26 +460,36 @@ class ContainerOpened:
                                f"{result.exit_code}): {(result.stderr or result.stdout).strip()[-500:]}")
         return result
 
-    async def _wait_healthy(self, container: str, check: HealthcheckConfig) -> None:
+    async def _wait_healthy(self, container: str, check: HealthcheckConfig,
+                            service: ComposeService | None = None) -> None:
         """Docker's rules: failures within the start period do not count; `retries` failures in a row after it
-        mean the environment never became ready, a task error."""
+        mean the environment never became ready, a task error. A Compose `service` that stopped fails at once: it
+        exited as it started."""
         started, failures, last = time.monotonic(), 0, ""
         while True:
-            if self.api is not None:
-                result = await _api_exec(self.api, container, ["sh", "-c", check.command], user=None, workdir="",
-                                         env=None, timeout=check.timeout_sec)
-            else:
-                argv = self.engine.command("exec", container, "sh", "-c", check.command)
-                result = await _run_capped(argv, {}, check.timeout_sec)
+            try:
+                if self.api is not None:
+                    result = await _api_exec(self.api, container, ["sh", "-c", check.command], user=None,
+                                             workdir="", env=None, timeout=check.timeout_sec)
+                else:
+                    argv = self.engine.command("exec", container, "sh", "-c", check.command)
+                    result = await _run_capped(argv, {}, check.timeout_sec)
+            except SandboxError:  # the engine refused the exec: the container stopped
+                if service is None or await service_exit(self.engine, container, 0.0, self.api) is None:
+                    raise
+                raise await self._exited_as_started(service, container) from None
             if result.ok:
                 return
+            if service is not None and await service_exit(self.engine, container, 0.0, self.api) is not None:
+                raise await self._exited_as_started(service, container)
             last = (result.stderr or result.stdout).strip()[-200:] or f"exit {result.exit_code}"
             in_start = time.monotonic() - started < check.start_period_sec
             if not in_start:
                 failures += 1
                 if failures >= check.retries:
                     raise BuildError(f"task {self.task.task_id}: the healthcheck {check.command!r} never "
-                                     f"passed ({failures} failures after the start period): {last}")
+                                     f"passed ({failures} failures after the start period): {last}"
+                                     + (f" (service {service.name})" if service is not None else ""))
             await asyncio.sleep(check.start_interval_sec if in_start else check.interval_sec)
 
     async def _copy_artifacts(self, source: str, target: str) -> None:
@@ -648,6 +661,32 @@ async def _exec_failure(api: EngineApi, container: str, error: BaseException) ->
     if not (await api.state(container)).get("Running"):
         return SandboxError(f"the container stopped: {said}")
     return SandboxError(f"exec in container {container} failed: {said}")
+
+
+async def service_exit(engine: Engine, container: str, wait: float, api: EngineApi | None = None) -> int | None:
+    """The container's exit code if it stopped, waiting up to `wait` seconds for it to stop; None if it runs then.
+    The wait ends as soon as the engine sees the exit; its state is read after the wait either way, so what the
+    answer depends on is whether the container stopped within the bound, never on when its state was sampled."""
+    if api is not None:
+        if (code := await api.wait_exit(container, wait)) is not None:
+            return code
+        state = await api.state(container)
+        if not state:  # the engine does not know it: not running
+            return -1
+        return None if state.get("Running") else int(state.get("ExitCode") or 0)
+    if wait > 0:
+        conditions = ["--condition", "exited", "--condition", "stopped"] if engine.name == "podman" else []
+        try:
+            waited = await engine.run("wait", *conditions, container, check=False, timeout=wait)
+        except EngineError:  # still running at the bound: the client was stopped
+            waited = None
+        if waited is not None and waited.code == 0 and waited.text.strip().lstrip("-").isdigit():
+            return int(waited.text.strip())
+    state = await engine.run("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", container, check=False)
+    running, _, code = state.text.strip().partition(" ")
+    if state.code != 0 or running != "true":
+        return int(code) if code.lstrip("-").isdigit() else -1
+    return None
 
 
 async def _running(engine: Engine, container: str, api: EngineApi | None = None) -> bool:

@@ -266,6 +266,24 @@ def test_a_service_that_dies_at_start_is_a_task_error_naming_it(podman, tmp_path
     assert containers("leafcost.run=compose-dies") == []
 
 
+@pytest.mark.parametrize("access", ["api", "cli"])
+@pytest.mark.parametrize("healthcheck", ["", "    healthcheck:\n      test: [\"CMD\", \"true\"]\n"
+                                         "      interval: 1s\n      start_period: 0s\n      start_interval: 100ms\n"])
+def test_a_service_that_dies_at_start_is_caught_however_its_state_was_first_read(podman, tmp_path, monkeypatch,
+                                                                                access, healthcheck):
+    """The engine's wait on the service's exit decides, not a state read that may come before the exit lands:
+    with a healthcheck that passes while it lives too, and through the API as through the command line."""
+    if access == "cli":
+        monkeypatch.setenv("LEAFCOST_CONTAINER_API", "cli")
+    compose = ("services:\n  web:\n    image: localhost/debian:bookworm\n"
+               "    command: sh -c 'echo no config >&2; exit 3'\n" + healthcheck)
+    task = load_harbor_task(compose_task(tmp_path, compose))
+    with pytest.raises(BuildError) as caught:
+        run(open_sandbox(task, podman, labels={"leafcost.run": f"compose-dies-{access}"}))
+    assert str(caught.value) == "task composed: service web exited as it started: no config"
+    assert containers(f"leafcost.run=compose-dies-{access}") == []
+
+
 def test_with_an_image_lock_the_services_images_are_held_to_it_too(podman, tmp_path):
     lock = tmp_path / "images.lock.json"
     done = subprocess.run([str(LEAFCOST), "images", "lock", str(FIXTURE), "-o", str(lock)], capture_output=True,
