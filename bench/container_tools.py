@@ -11,7 +11,8 @@ processes per `bash -lc` that bubblewrap's minimal profile does not), interleave
 
 Run from the repository root:
     .venv/bin/python bench/container_tools.py [--rounds N] [--start-rounds N] [--quick] [--json]
-Variants are interleaved round by round so machine noise hits them alike. The task is the built-in
+Variants are interleaved round by round so machine noise hits them alike (the tool round trips in one loop, the
+exec-per-call variants in the next: an exec's cleanup outlives it). The task is the built-in
 `cron-next-run`; its image's FROM comes from the test suite's stand-in images (made if missing, never pulled).
 The machine's load average is recorded before and after. --quick checks that the bench runs (a few rounds): not
 a measurement. Timings are reported, never asserted.
@@ -72,20 +73,21 @@ async def measure(rounds: int, start_rounds: int) -> tuple[dict[str, list[float]
             def plain(runner):
                 return lambda: runner.exec("true", timeout=60, cwd=None, env=None, login=False)
 
-            steps = [(times, CLI[0], bash(in_container)),
-                     (times, CLI[1], lambda: asyncio.to_thread(subprocess.run, per_call, capture_output=True,
-                                                               check=True)),
-                     (times, CLI[2], bash(in_bwrap))]
-            if has_api:
-                steps += [(api_times, API[0], bash(through_api)),
-                          (api_times, API[1], lambda: through_api.api.exec(
-                              through_api.sandbox.container, ["bash", "-lc", "true"], user=None, workdir="/", env=None,
-                              timeout=60)),
-                          (api_times, API[2], plain(api_runner)), (api_times, API[3], plain(bwrap_runner))]
-            for index in range(rounds):  # the order turns each round: no variant always follows another
-                turn = index % len(steps)
-                for into, label, step in steps[turn:] + steps[:turn]:
-                    into[label].append(await _timed(step()))
+            steps = [(times, CLI[0], bash(in_container)), (times, CLI[2], bash(in_bwrap))]
+            steps += [(api_times, API[0], bash(through_api)), (api_times, API[2], plain(api_runner)),
+                      (api_times, API[3], plain(bwrap_runner))] if has_api else []
+            # Apart from the steps: an exec's cleanup (conmon, `podman container cleanup`) outlives it and would land
+            # on the step measured next.
+            calls = [(times, CLI[1], lambda: asyncio.to_thread(subprocess.run, per_call, capture_output=True,
+                                                               check=True))]
+            calls += [(api_times, API[1], lambda: through_api.api.exec(
+                through_api.sandbox.container, ["bash", "-lc", "true"], user=None, workdir="/", env=None,
+                timeout=60))] if has_api else []
+            for variants in (steps, calls):
+                for index in range(rounds):  # the order turns each round: no variant always follows another
+                    turn = index % len(variants)
+                    for into, label, step in variants[turn:] + variants[:turn]:
+                        into[label].append(await _timed(step()))
         finally:
             for opened in (in_container, through_api, in_bwrap):
                 await opened.close()
