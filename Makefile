@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Where `make install` links `leafcost`: /usr/local/bin as root, else ~/.local/bin (BINDIR=DIR to choose).
 BINDIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: demo test test-fast install deps datasets system-deps clean
+.PHONY: demo test test-fast bench install deps datasets system-deps clean
 
 demo: deps
 	$(VENV)/bin/leafcost demo
@@ -19,6 +19,12 @@ test: deps
 # spread over the machine's cores.
 test-fast: deps
 	$(VENV)/bin/python -m pytest -q -m "not slow" -n auto $(PYTEST_ARGS)
+
+# Every measurement in bench/ at its standard setting (about 30-40 minutes on 2 cores), and the table block at the top
+# of docs/benchmarks.md rewritten from it; raw results in bench/results/latest.json. BENCH_ARGS chooses: --only NAME...,
+# --skip NAME..., --short (smaller real measurements), --note TEXT.
+bench: deps
+	$(VENV)/bin/python bench/run_all.py --write-docs $(BENCH_ARGS)
 
 # A link, not a copy: the command stays the virtual environment's, so `make deps` updates it in place. Running it
 # again replaces the link; a `leafcost` there that is not a link (another install) is left alone.

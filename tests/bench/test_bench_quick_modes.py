@@ -21,7 +21,7 @@ MEASUREMENTS = {"api_latency": None, "ci_coverage": None, "container_tools": Non
                 "kube_scale": None, "mine_real_repos": None, "sandbox_overhead": None, "step_path": None,
                 "summary_speed": None, "synthetic_ledger": None, "claim_simulation": "test_claim_simulation.py",
                 "decide_simulation": "test_decide_simulation.py", "startup": None,
-                "episode_overhead": None, "container_api": None}
+                "episode_overhead": None, "container_api": None, "run_all": None}
 HELPERS = {"step_server": "step_path", "step_mini_driver": "step_path", "kube_standin": "kube_scale",
            "trivial_task": "harness_throughput"}
 
@@ -218,3 +218,49 @@ def test_container_api(container_images):
     for mode in ("api", "cli", "local"):  # open + runner start + close of each way to run a sandbox
         assert document[f"episode fixed cost p50 ms, {mode}"] > 0
     assert all(ratio > 0 for ratio in document["ratios"].values())
+
+
+def test_run_all(tmp_path):
+    """bench/run_all.py over two cheap quick modes: one record per script with its command, load and headline rows,
+    the raw JSON kept, and --write-docs replacing only the table block, in a copy of docs/benchmarks.md."""
+    run_all = load_bench("run_all")
+    assert {s.name for s in run_all.SCRIPTS} == set(MEASUREMENTS) - {"run_all"} == set(run_all.HEADLINES)
+    assert set(run_all.HELPERS) == set(HELPERS)
+    original = (REPO / "docs" / "benchmarks.md").read_text()
+    docs, raw = tmp_path / "benchmarks.md", tmp_path / "raw.json"
+    docs.write_text(original)
+    document = quick("run_all", "--only", "startup", "episode_overhead", "--out-json", str(raw), "--write-docs",
+                     "--docs", str(docs))
+    assert [s["name"] for s in document["scripts"]] == ["episode_overhead", "startup"]  # SCRIPTS' order
+    assert set(document["machine"]) >= {"nproc", "cpu", "kernel", "python", "bubblewrap", "podman", "commit"}
+    for script in document["scripts"]:
+        assert script["status"] == "ok" and script["command"].endswith(f"bench/{script['name']}.py --quick --json")
+        assert len(script["load_before"]) == len(script["load_after"]) == 3 and "output" not in script
+        for figure in script["figures"]:
+            assert set(figure) == {"metric", "leafcost", "other", "ratio", "goal", "met"}
+            assert figure["met"] in (True, False, None) and figure["metric"] != "headline not read"
+    goals = {s["name"]: [f["goal"] for f in s["figures"]] for s in document["scripts"]}
+    assert goals == {"episode_overhead": ["≤ 50 ms", "≤ 250 ms"], "startup": ["≤ 0.5 s"] * 3}
+    kept = json.loads(raw.read_text())
+    assert [s["output"]["quick"] for s in kept["scripts"]] == [True, True]
+    block = run_all.render(kept)  # the kept raw results render the block --write-docs wrote
+    written = docs.read_text()
+    assert written.count(run_all.BEGIN) == written.count(run_all.END) == 1 and block in written
+    # each script names its first figure row and its command row
+    assert "`--quick`" in block and block.count("\n| episode_overhead |") == block.count("\n| startup |") == 2
+    if run_all.BEGIN in original:
+        outside = [text.split(run_all.BEGIN)[0] + text.split(run_all.END)[1] for text in (original, written)]
+        assert outside[0] == outside[1]
+    else:
+        assert written.replace(block + "\n\n", "") == original
+
+
+def test_run_all_write_docs_puts_one_block_before_the_first_section(tmp_path):
+    run_all = load_bench("run_all")
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text("# Benchmarks\n\nIntro.\n\n## A section\n\nIts text.\n")
+    first = f"{run_all.BEGIN}\none\n{run_all.END}"
+    run_all.write_docs(docs, first)
+    assert docs.read_text() == f"# Benchmarks\n\nIntro.\n\n{first}\n\n## A section\n\nIts text.\n"
+    run_all.write_docs(docs, first.replace("one", "two"))
+    assert docs.read_text() == f"# Benchmarks\n\nIntro.\n\n{first.replace('one', 'two')}\n\n## A section\n\nIts text.\n"
