@@ -29,6 +29,7 @@ import shlex
 import shutil
 import signal
 import ssl
+import stat
 import subprocess
 import sys
 import tempfile
@@ -353,17 +354,21 @@ def _step_path(d: dict) -> list[Figure]:
         w, vs, theirs = row["workers"], row.get("vs_mini"), mini.get(row["workers"])
         goal = 3 if w >= 8 else 1
         figures.append(Figure(
-            f"steps/s per marginal step, {row['harness']} arm, {w} workers, vs mini-swe-agent "
+            f"steps/s per marginal step, {row['harness']} arm, {_workers(w)}, vs mini-swe-agent "
             f"{d['design'].get('mini_swe_agent', '')}", _spread(row["steps_per_sec"], "", 1),
-            f"{theirs['steps_per_sec']['median']:.1f}" if theirs else "– (not run)",
+            _num(theirs["steps_per_sec"]["median"], 1) if theirs else "– (not run)",
             _spread(vs["steps_per_sec"], "×", 2) if vs else "–", f"≥ {goal}×",
-            vs["steps_per_sec"]["median"] >= goal if vs else None))
+            _at_least(vs["steps_per_sec"]["median"] if vs else None, goal)))
         figures.append(Figure(
-            f"CPU ms per marginal step (host + sandbox), {row['harness']}, {w} workers",
-            f"{_spread(row['cpu_ms'], '', 2)} ({row['host_cpu_ms']['median']:.2f} + "
-            f"{row['sandbox_cpu_ms']['median']:.2f})", f"{theirs['cpu_ms']['median']:.2f}" if theirs else "–",
-            _spread(vs["cpu_ms"], "×", 2) if vs else "–", "≤ 5 ms", row["cpu_ms"]["median"] <= 5))
+            f"CPU ms per marginal step (host + sandbox), {row['harness']}, {_workers(w)}",
+            f"{_spread(row['cpu_ms'], '', 2)} ({_num(row['host_cpu_ms']['median'])} + "
+            f"{_num(row['sandbox_cpu_ms']['median'])})", _num(theirs["cpu_ms"]["median"]) if theirs else "–",
+            _spread(vs["cpu_ms"], "×", 2) if vs else "–", "≤ 5 ms", _at_most(row["cpu_ms"]["median"], 5)))
     return figures
+
+
+def _workers(n: int) -> str:
+    return "1 worker" if n == 1 else f"{n} workers"
 
 
 def _kube_scale(d: dict) -> list[Figure]:
@@ -375,7 +380,7 @@ def _kube_scale(d: dict) -> list[Figure]:
                    met=run["runner_max_rss_mib"] < 1024),
             Figure("runner's cores with all N live (peak over 2 s)",
                    f"{_num(run['cores_with_n_live'])} ({_num(run['peak_cores'])})", goal="≤ 1 core",
-                   met=None if run["cores_with_n_live"] is None else run["cores_with_n_live"] <= 1),
+                   met=_at_most(run["cores_with_n_live"], 1)),
             Figure(f"marginal CPU per concurrent episode ({d['runs'][0]['episodes']} → {n})",
                    f"{d['marginal']['cpu_sec_per_episode'] * 1e3:.0f} ms"),
             Figure("Bash `true` p50: the pod's tool-runner stream vs one exec per call", _ms(stream), _ms(per_call),
@@ -426,6 +431,15 @@ def _pct(value: float, digits: int = 2) -> str:
 
 def _num(value: float | None, digits: int = 2) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _at_least(value: float | None, goal: float) -> bool | None:
+    """Whether a figure meets its goal; None when there is no figure (e.g. a median over no valid repetition)."""
+    return None if value is None else value >= goal
+
+
+def _at_most(value: float | None, goal: float) -> bool | None:
+    return None if value is None else value <= goal
 
 
 def _x(value: float) -> str:
@@ -610,8 +624,10 @@ def write_docs(path: Path, block: str) -> None:
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
         f.write(text)
+    os.chmod(f.name, mode)
     os.replace(f.name, path)
 
 
