@@ -264,3 +264,14 @@ def test_run_all_write_docs_puts_one_block_before_the_first_section(tmp_path):
     assert docs.read_text() == f"# Benchmarks\n\nIntro.\n\n{first}\n\n## A section\n\nIts text.\n"
     run_all.write_docs(docs, first.replace("one", "two"))
     assert docs.read_text() == f"# Benchmarks\n\nIntro.\n\n{first.replace('one', 'two')}\n\n## A section\n\nIts text.\n"
+
+
+def test_run_all_records_a_script_this_machine_cannot_run_and_goes_on(tmp_path):
+    run_all = load_bench("run_all")
+    lacking = run_all.Script("container_api", lambda ctx: [], lambda ctx: [], needs=lambda ctx: "Podman is missing")
+    record = run_all.run_one(lacking, run_all.Context("standard", tmp_path, None), "[1/1]", lambda text: None)
+    assert (record["status"], record["reason"], record["command"]) == ("not run", "Podman is missing", None)
+    assert [f["metric"] for f in record["figures"]] == ["not run: Podman is missing"]
+    document = {"setting": "standard", "started": "2026-12-05 13:00:00 UTC", "finished": "2026-12-05 13:30:00 UTC",
+                "wall_sec": 1800.0, "machine": run_all.machine(), "scripts": [record]}
+    assert "| container_api | not run: Podman is missing | – | – |" in run_all.render(document)
