@@ -1,4 +1,5 @@
-"""The step path, side by side with mini-swe-agent 2.4.6: steps/s and CPU per marginal step on one instant endpoint.
+"""The step path, side by side with mini-swe-agent 2.4.6: steps/s and CPU per step on one instant endpoint, per
+marginal step, in the stepping window and over the whole run.
 
 Three harnesses run the same scripted episodes against one instant OpenAI-compatible endpoint
 (bench/step_server.py, its own process, so its CPU is in no harness's figure):
@@ -16,13 +17,25 @@ then the median [min–max] over repetitions. Each run records the machine's bus
 share of them that was neither the harness, its sandboxes nor the endpoint (outside load); the load average is
 recorded at the start and the end.
 
+Besides the marginal figures, every run has two rates of its own:
+- *stepping*: model calls ÷ the union of each episode's first-to-last model call interval (from the first
+  request's arrival at the endpoint to its last answer's sending), the endpoint keying each request to its
+  episode by the tool call ids it hands out (bench/step_server.py), whatever the harness;
+- *whole run*: model calls ÷ the process's wall time from start to exit (start-up, every episode's sandboxes and
+  grading, the ledger's last commit included), with CPU per step = (host + sandbox CPU) ÷ calls.
+`--outside-load CORES [CORES ...]` runs each repetition once per level with that many busy-loop processes
+(plain CPU spinners, at the bench's own priority) spinning through every run of it, recorded per run. The goal
+of issue 26 is judged on the long runs at 8 workers: leafcost ÷ mini, inside each repetition, median ≥ 3 in the
+stepping window and ≥ 2 over the whole run, for each arm and each load level.
+
 --quick checks that the bench runs (1 repetition of 2 episodes of 4 vs 2 steps, 2 workers, no warm-up runs): not
 a measurement.
 mini-swe-agent is installed on first use only outside --quick: with --quick and no venv for it yet, mini is left
 out (the output says so) and only leafcost's arms run.
 
     .venv/bin/python bench/step_path.py [--reps 5] [--episodes 20] [--long 20] [--short 5] [--workers 1 8]
-                                        [--quick] [--json] [--cache-dir DIR] [--skip-mini] [--leafcost-src DIR]
+                                        [--outside-load 0 1] [--quick] [--json] [--cache-dir DIR] [--skip-mini]
+                                        [--leafcost-src DIR]
 
 Timings are reported, never asserted.
 """
@@ -38,6 +51,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +70,8 @@ LEAF_ARMS = {
                     "prices": {"input": 0.15, "output": 0.6}, "api_key_env": "BENCH_ROUTER_KEY"},
 }
 TICKS = os.sysconf("SC_CLK_TCK")
-QUICK = {"reps": 1, "episodes": 2, "long": 4, "short": 2, "workers": [2]}
+QUICK = {"reps": 1, "episodes": 2, "long": 4, "short": 2, "workers": [2], "outside_load": [0]}
+GOALS = {"workers": 8, "stepping": 3.0, "whole_run": 2.0}  # issue 26, goal 3
 
 
 # --------------------------------------------------------------------------------------------- one run
@@ -72,9 +88,9 @@ def run_leaf(harness: str, base_url: str, workers: int, episodes: int, steps: in
     spec_path = run_dir / "spec.yaml"
     spec_path.write_text(json.dumps(spec))  # JSON is YAML
     db = run_dir / "ledger.duckdb"
-    env = {**os.environ, "LEAFCOST_CACHE": str(env_cache), "BENCH_ROUTER_KEY": "bench-key"}
-    if leafcost_src is not None:
-        env["PYTHONPATH"] = str(leafcost_src)
+    # this checkout's code (or leafcost_src's), whatever checkout the venv's `leafcost` script was installed from
+    env = {**os.environ, "LEAFCOST_CACHE": str(env_cache), "BENCH_ROUTER_KEY": "bench-key",
+           "PYTHONPATH": str(leafcost_src or ROOT)}
     command = [str(Path(sys.executable).parent / "leafcost"), "run", str(spec_path), "--db", str(db), "--json"]
     figures = _measured(command, env=env, cwd=run_dir)
     from compare.ledger import connect_read_only
@@ -106,6 +122,7 @@ def run_mini(mini_python: Path, base_url: str, workers: int, episodes: int, scra
 def _measured(command: list[str], *, env: dict, cwd: Path) -> dict:
     """Runs `command` to its end: wall, the CPU of its whole reaped tree and its largest RSS (os.wait4), the
     machine's busy cores and the endpoint's CPU over the same interval."""
+    _server_windows()  # forget what an earlier run left
     machine_before, server_before = _machine_jiffies(), _server_cpu()
     started = time.monotonic()
     with open(cwd / "stdout", "wb") as out, open(cwd / "stderr", "wb") as err:
@@ -114,13 +131,26 @@ def _measured(command: list[str], *, env: dict, cwd: Path) -> dict:
         process.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
     machine_after, server_after = _machine_jiffies(), _server_cpu()
+    windows = _server_windows()
     if process.returncode != 0:
         tail = (cwd / "stderr").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"{command[0]} exited {process.returncode}: {tail}")
     busy = (machine_after[0] - machine_before[0]) / max(1, machine_after[1] - machine_before[1]) * os.cpu_count()
     return {"wall_sec": wall, "host_cpu_sec": usage.ru_utime + usage.ru_stime, "max_rss_mib": usage.ru_maxrss / 1024,
             "server_cpu_sec": server_after - server_before, "machine_busy_cores": busy,
+            "stepping_sec": stepping_seconds(windows["windows"]), "episode_windows": len(windows["windows"]),
+            "endpoint_calls": sum(int(w[2]) for w in windows["windows"]), "unkeyed_calls": windows["unkeyed"],
             "stdout": (cwd / "stdout").read_text(errors="replace")}
+
+
+def stepping_seconds(windows: list[list[float]]) -> float:
+    """The length of the union of the episodes' [first call, last call] intervals."""
+    total, end = 0.0, float("-inf")
+    for first, last, *_ in sorted(windows):
+        if last > end:
+            total += last - max(first, end)
+            end = last
+    return total
 
 
 def _machine_jiffies() -> tuple[int, int]:
@@ -131,6 +161,28 @@ def _machine_jiffies() -> tuple[int, int]:
 
 
 SERVER_PID: int | None = None
+SERVER_URL: str | None = None
+
+
+def _server_windows() -> dict:
+    """The endpoint's episode windows since the last time they were taken (none without an endpoint)."""
+    if SERVER_URL is None:
+        return {"windows": [], "unkeyed": 0}
+    with urllib.request.urlopen(f"{SERVER_URL}/windows", timeout=30) as response:
+        return json.loads(response.read())
+
+
+@contextmanager
+def outside_load(cores: int):
+    """`cores` plain CPU spinners at this process's priority while the block runs; yields their pids."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+                for _ in range(cores)]
+    try:
+        yield [p.pid for p in spinners]
+    finally:
+        for process in spinners:
+            process.kill()
+            process.wait()
 
 
 def _server_cpu() -> float:
@@ -146,6 +198,59 @@ def _server_cpu() -> float:
 def configurations(harnesses: list[str], workers: list[int], lengths: list[int]) -> list[tuple[str, int, int]]:
     """Every (harness, workers, steps) of one repetition, harnesses interleaved configuration by configuration."""
     return [(harness, w, steps) for w in workers for steps in lengths for harness in harnesses]
+
+
+def run_rates(run: dict) -> dict:
+    """A run's own rates: steps/s in its stepping window and over its whole wall time, CPU per step."""
+    calls = run["model_calls"]
+    stepping = run.get("stepping_sec") or 0.0
+    cpu = (run["host_cpu_sec"] + run["sandbox_cpu_sec"]) / calls * 1000 if calls else float("nan")
+    return {"stepping_steps_per_sec": calls / stepping if stepping > 0 else float("nan"),
+            "whole_run_steps_per_sec": calls / run["wall_sec"] if run["wall_sec"] > 0 else float("nan"),
+            "cpu_ms_per_step": cpu,
+            "host_cpu_ms_per_step": run["host_cpu_sec"] / calls * 1000 if calls else float("nan")}
+
+
+def windows_summary(runs: list[dict], harnesses: list[str], workers: list[int], loads: list[int],
+                    lengths: list[int]) -> list[dict]:
+    """Per harness × workers × outside load × episode length: stepping and whole-run steps/s, CPU per step, and
+    leafcost ÷ mini inside each repetition, median [min–max]; at the goal's worker count, whether the goal is met
+    (on the medians; the long runs are the goal's)."""
+    by_key = {(r["rep"], r["harness"], r["workers"], r.get("outside_load", 0), r["steps"]): r for r in runs}
+    reps = sorted({r["rep"] for r in runs})
+    rows = []
+    for load in loads:
+        for w in workers:
+            for steps in lengths:
+                rates = {h: {rep: run_rates(by_key[rep, h, w, load, steps]) for rep in reps
+                             if (rep, h, w, load, steps) in by_key} for h in harnesses}
+                for h in harnesses:
+                    if not rates[h]:
+                        continue
+                    mine = rates[h]
+                    row = {"harness": h, "workers": w, "outside_load": load, "steps": steps,
+                           **{k: spread([r[k] for r in mine.values()]) for k in (
+                               "stepping_steps_per_sec", "whole_run_steps_per_sec", "cpu_ms_per_step",
+                               "host_cpu_ms_per_step")},
+                           "outside_load_cores": spread([by_key[rep, h, w, load, steps]["outside_load_cores"]
+                                                         for rep in mine])}
+                    if h != "mini" and rates.get("mini"):
+                        shared = [rep for rep in mine if rep in rates["mini"]]
+                        row["vs_mini"] = {k: spread([mine[rep][k] / rates["mini"][rep][k] for rep in shared])
+                                          for k in ("stepping_steps_per_sec", "whole_run_steps_per_sec",
+                                                    "cpu_ms_per_step")}
+                        if w == GOALS["workers"] and steps == max(lengths):
+                            vs = row["vs_mini"]
+                            row["goal"] = {
+                                "stepping": _at_least(vs["stepping_steps_per_sec"]["median"], GOALS["stepping"]),
+                                "whole_run": _at_least(vs["whole_run_steps_per_sec"]["median"],
+                                                       GOALS["whole_run"])}
+                    rows.append(row)
+    return rows
+
+
+def _at_least(value: float | None, goal: float) -> bool | None:
+    return None if value is None else value >= goal
 
 
 def marginal(long: dict, short: dict) -> dict:
@@ -171,27 +276,32 @@ def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def summarize(runs: list[dict], harnesses: list[str], workers: list[int], long: int, short: int) -> dict:
-    """Marginal figures and in-repetition ratios, median [min–max] over repetitions, per harness and workers."""
-    by_key = {(r["rep"], r["harness"], r["workers"], r["steps"]): r for r in runs}
+def summarize(runs: list[dict], harnesses: list[str], workers: list[int], long: int, short: int,
+              loads: list[int] = (0,)) -> dict:
+    """Marginal figures and in-repetition ratios, median [min–max] over repetitions, per harness, workers and
+    outside load (`rows`); the runs' own stepping and whole-run rates (`windows`)."""
+    by_key = {(r["rep"], r["harness"], r["workers"], r.get("outside_load", 0), r["steps"]): r for r in runs}
     reps = sorted({r["rep"] for r in runs})
     rows = []
-    for w in workers:
-        per_rep = {h: {rep: marginal(by_key[rep, h, w, long], by_key[rep, h, w, short]) for rep in reps
-                       if (rep, h, w, long) in by_key and (rep, h, w, short) in by_key} for h in harnesses}
-        for h in harnesses:
-            marg = per_rep[h]
-            row = {"harness": h, "workers": w, **{k: spread([m[k] for m in marg.values()])
-                                                  for k in ("steps_per_sec", "host_cpu_ms", "sandbox_cpu_ms",
-                                                            "cpu_ms")},
-                   "outside_load_cores": spread([r["outside_load_cores"] for r in runs
-                                                 if r["harness"] == h and r["workers"] == w]),
-                   "max_rss_mib": spread([r["max_rss_mib"] for r in runs if r["harness"] == h and r["workers"] == w])}
-            if h != "mini" and "mini" in per_rep:
-                within = [ratios(marg[rep], per_rep["mini"][rep]) for rep in marg if rep in per_rep["mini"]]
-                row["vs_mini"] = {k: spread([r[k] for r in within]) for k in ("steps_per_sec", "cpu_ms")}
-            rows.append(row)
-    return {"rows": rows}
+    for load in loads:
+        mine = [r for r in runs if r.get("outside_load", 0) == load]
+        for w in workers:
+            per_rep = {h: {rep: marginal(by_key[rep, h, w, load, long], by_key[rep, h, w, load, short])
+                           for rep in reps if (rep, h, w, load, long) in by_key and (rep, h, w, load, short) in by_key}
+                       for h in harnesses}
+            for h in harnesses:
+                marg = per_rep[h]
+                same = [r for r in mine if r["harness"] == h and r["workers"] == w]
+                row = {"harness": h, "workers": w, "outside_load": load,
+                       **{k: spread([m[k] for m in marg.values()])
+                          for k in ("steps_per_sec", "host_cpu_ms", "sandbox_cpu_ms", "cpu_ms")},
+                       "outside_load_cores": spread([r["outside_load_cores"] for r in same]),
+                       "max_rss_mib": spread([r["max_rss_mib"] for r in same])}
+                if h != "mini" and "mini" in per_rep:
+                    within = [ratios(marg[rep], per_rep["mini"][rep]) for rep in marg if rep in per_rep["mini"]]
+                    row["vs_mini"] = {k: spread([r[k] for r in within]) for k in ("steps_per_sec", "cpu_ms")}
+                rows.append(row)
+    return {"rows": rows, "windows": windows_summary(runs, harnesses, workers, list(loads), [long, short])}
 
 
 # --------------------------------------------------------------------------------------------- set-up
@@ -231,14 +341,16 @@ class StepServer:
             time.sleep(0.02)
         self.port = int(self.port_file.read_text())
         SERVER_PID = self.process.pid
+        global SERVER_URL
+        SERVER_URL = f"http://127.0.0.1:{self.port}"
         return self
 
     def base_url(self, steps: int) -> str:
         return f"http://127.0.0.1:{self.port}/s/{steps}/v1"
 
     def __exit__(self, *exc: object) -> None:
-        global SERVER_PID
-        SERVER_PID = None
+        global SERVER_PID, SERVER_URL
+        SERVER_PID = SERVER_URL = None
         self.process.terminate()
         self.process.wait(timeout=10)
 
@@ -247,7 +359,7 @@ class StepServer:
 
 
 def measure(*, reps: int, episodes: int, long: int, short: int, workers: list[int], harnesses: list[str],
-            cache_dir: Path, leafcost_src: Path | None = None, warm_up: bool = True,
+            cache_dir: Path, leafcost_src: Path | None = None, warm_up: bool = True, loads: list[int] = (0,),
             progress=lambda text: None) -> dict:
     cache_dir.mkdir(parents=True, exist_ok=True)
     loadavg_at_start = Path("/proc/loadavg").read_text().split()[:3]
@@ -266,23 +378,30 @@ def measure(*, reps: int, episodes: int, long: int, short: int, workers: list[in
             one(harness, 1, short, 1)
         plan = configurations(harnesses, workers, [long, short])
         for rep in range(reps):
-            for harness, w, steps in (plan if rep % 2 == 0 else plan[::-1]):
-                figures = one(harness, w, steps, episodes)
-                own = (figures["host_cpu_sec"] + figures["sandbox_cpu_sec"] + figures["server_cpu_sec"])
-                figures["outside_load_cores"] = max(0.0, figures["machine_busy_cores"] - own / figures["wall_sec"])
-                figures.pop("stdout", None)
-                runs.append({"rep": rep, "harness": harness, "workers": w, "steps": steps, "episodes": episodes,
-                             **figures})
-                progress(f"rep {rep + 1}/{reps} {harness:<11} w{w} {steps:>2}-step: {figures['model_calls']} calls "
-                         f"{figures['wall_sec']:.2f} s, host {figures['host_cpu_sec']:.2f} s, sandbox "
-                         f"{figures['sandbox_cpu_sec']:.2f} s, busy {figures['machine_busy_cores']:.2f} cores")
+            for load in (loads if rep % 2 == 0 else loads[::-1]):
+                with outside_load(load):
+                    for harness, w, steps in (plan if rep % 2 == 0 else plan[::-1]):
+                        figures = one(harness, w, steps, episodes)
+                        own = (figures["host_cpu_sec"] + figures["sandbox_cpu_sec"] + figures["server_cpu_sec"])
+                        figures["outside_load_cores"] = max(0.0, figures["machine_busy_cores"]
+                                                            - own / figures["wall_sec"])
+                        figures.pop("stdout", None)
+                        runs.append({"rep": rep, "harness": harness, "workers": w, "steps": steps,
+                                     "episodes": episodes, "outside_load": load, **figures})
+                        rates = run_rates(figures)
+                        progress(f"rep {rep + 1}/{reps} load {load} {harness:<11} w{w} {steps:>2}-step: "
+                                 f"{figures['model_calls']} calls {figures['wall_sec']:.2f} s (stepping "
+                                 f"{rates['stepping_steps_per_sec']:.0f}/s, whole "
+                                 f"{rates['whole_run_steps_per_sec']:.0f}/s), host {figures['host_cpu_sec']:.2f} s, "
+                                 f"sandbox {figures['sandbox_cpu_sec']:.2f} s, "
+                                 f"busy {figures['machine_busy_cores']:.2f} cores")
     return {"design": {"reps": reps, "episodes": episodes, "long_steps": long, "short_steps": short,
                        "workers": workers, "harnesses": harnesses, "warm_up": warm_up, "mini_swe_agent": MINI_VERSION,
-                       "leafcost_src": str(leafcost_src or ROOT)},
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                       "leafcost_src": str(leafcost_src or ROOT), "outside_load": list(loads), "goals": GOALS},
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "nice": os.nice(0),
                         "loadavg_at_start": loadavg_at_start,
                         "loadavg_at_end": Path("/proc/loadavg").read_text().split()[:3]},
-            "summary": summarize(runs, harnesses, workers, long, short), "runs": runs}
+            "summary": summarize(runs, harnesses, workers, long, short, list(loads)), "runs": runs}
 
 
 def render(result: dict) -> str:
@@ -294,15 +413,36 @@ def render(result: dict) -> str:
              f"{' '.join(result['machine']['loadavg_at_end'])}",
              *(f"left out: {harness}: {why}" for harness, why in result.get("skipped", {}).items()),
              *(["--quick: a check that the bench runs, not a measurement"] if result.get("quick") else []),
-             "", "| harness | workers | steps/s | CPU ms/step (host + sandbox) | ÷ mini steps/s | ÷ mini CPU/step "
-             "| outside load, cores | max RSS MiB |", "|---|---|---|---|---|---|---|---|"]
+             "", "Per marginal step:", "",
+             "| harness | workers | spinners | steps/s | CPU ms/step (host + sandbox) | ÷ mini steps/s "
+             "| ÷ mini CPU/step | outside load, cores | max RSS MiB |", "|---|---|---|---|---|---|---|---|---|"]
     for row in result["summary"]["rows"]:
         vs = row.get("vs_mini")
-        lines.append(f"| {row['harness']} | {row['workers']} | {_fmt(row['steps_per_sec'], 1)} | "
+        lines.append(f"| {row['harness']} | {row['workers']} | {row.get('outside_load', 0)} | "
+                     f"{_fmt(row['steps_per_sec'], 1)} | "
                      f"{_fmt(row['cpu_ms'], 2)} ({_med(row['host_cpu_ms'])} + {_med(row['sandbox_cpu_ms'])}) | "
                      f"{_fmt(vs['steps_per_sec'], 2) if vs else '–'} | {_fmt(vs['cpu_ms'], 2) if vs else '–'} | "
                      f"{_fmt(row['outside_load_cores'], 2)} | {_med(row['max_rss_mib'], 0)} |")
+    lines += ["", "Per run (stepping window: union of each episode's first-to-last call; whole run: start to exit); "
+              "goal at 8 workers, long runs: ÷ mini ≥ 3 stepping, ≥ 2 whole run:", "",
+              "| harness | workers | spinners | steps | steps/s stepping | steps/s whole run | CPU ms/step | "
+              "÷ mini stepping | ÷ mini whole run | ÷ mini CPU/step | outside load, cores | goal met |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["summary"].get("windows", []):
+        vs = row.get("vs_mini")
+        goal = row.get("goal")
+        met = "–" if not goal else (f"stepping {_yes(goal['stepping'])}, whole run {_yes(goal['whole_run'])}")
+        lines.append(f"| {row['harness']} | {row['workers']} | {row['outside_load']} | {row['steps']} | "
+                     f"{_fmt(row['stepping_steps_per_sec'], 0)} | {_fmt(row['whole_run_steps_per_sec'], 0)} | "
+                     f"{_fmt(row['cpu_ms_per_step'], 2)} | "
+                     + " | ".join(_fmt(vs[k], 2) if vs else "–" for k in (
+                         "stepping_steps_per_sec", "whole_run_steps_per_sec", "cpu_ms_per_step"))
+                     + f" | {_fmt(row['outside_load_cores'], 2)} | {met} |")
     return "\n".join(lines)
+
+
+def _yes(met: bool | None) -> str:
+    return "–" if met is None else ("yes" if met else "no")
 
 
 def _fmt(s: dict, digits: int) -> str:
@@ -322,6 +462,8 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=20, help="model calls per episode, long runs")
     parser.add_argument("--short", type=int, default=5, help="model calls per episode, short runs")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--outside-load", type=int, nargs="+", default=[0], metavar="CORES",
+                        help="load levels: each repetition runs once per level with that many CPU spinners running")
     parser.add_argument("--quick", action="store_true",
                         help="1 repetition of 2 × 4 vs 2 steps, 2 workers; mini only if its venv is there already: a "
                              "check that the bench runs, not a measurement")
@@ -344,7 +486,8 @@ def main() -> None:
     harnesses = [h for h in HARNESSES if not ((args.skip_mini or "mini" in skipped) and h == "mini")]
     result = measure(reps=args.reps, episodes=args.episodes, long=args.long, short=args.short, workers=args.workers,
                      harnesses=harnesses, cache_dir=args.cache_dir, leafcost_src=args.leafcost_src,
-                     warm_up=not args.quick, progress=lambda text: print(text, file=sys.stderr, flush=True))
+                     warm_up=not args.quick, loads=args.outside_load,
+                     progress=lambda text: print(text, file=sys.stderr, flush=True))
     result.update(quick=args.quick, skipped=skipped)
     print(json.dumps(result, indent=2) if args.json else render(result))
 

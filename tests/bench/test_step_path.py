@@ -71,3 +71,43 @@ def test_the_leafcost_half_runs_both_arms_through_leafcost_run(tmp_path):
         assert result["model_calls"] == 6 and result["failed_calls"] == 0 and result["exits"] == {"agent": 2}
         assert result["sandbox_cpu_sec"] > 0 and result["host_cpu_sec"] > 0 and result["wall_sec"] > 0
         assert 0 <= result["machine_busy_cores"] and result["server_cpu_sec"] >= 0
+        assert result["episode_windows"] == 2 and result["endpoint_calls"] == 6 and result["unkeyed_calls"] == 0
+        assert 0 < result["stepping_sec"] < result["wall_sec"]
+
+
+def test_the_endpoint_keys_every_call_to_its_episode_by_the_ids_it_hands_out():
+    first = server.answer({"messages": conversation(0), "tools": MINI_TOOLS}, 3, episode=7)
+    reply = first["choices"][0]["message"]
+    later = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, reply,
+             {"role": "tool", "tool_call_id": reply["tool_calls"][0]["id"], "content": "hi"}]
+    assert server.episode_of(later) == 7 and server.episode_of(conversation(0)) is None
+
+
+def test_the_stepping_window_is_the_union_of_the_episodes_intervals():
+    assert bench.stepping_seconds([[0, 2, 5], [1, 3, 5], [5, 6, 5], [5.5, 5.7, 1]]) == pytest.approx(4)
+    assert bench.stepping_seconds([]) == 0
+
+
+def test_stepping_and_whole_run_ratios_stay_inside_a_repetition_per_load_level():
+    runs = []
+    for rep, slow in ((0, 1.0), (1, 2.0)):
+        for load in (0, 1):
+            for harness, speed in (("mini", 1.0), ("leaf-sglang", 4.0)):
+                for steps in (20, 5):
+                    calls = 20 * steps
+                    runs.append({**run(harness, rep, 8, steps, calls, slow * calls / (speed * 50), 1.0),
+                                 "outside_load": load, "stepping_sec": slow * calls / (speed * 100)})
+    rows = bench.summarize(runs, ["mini", "leaf-sglang"], [8], 20, 5, [0, 1])["windows"]
+    assert len(rows) == 8 and {(r["outside_load"], r["steps"]) for r in rows} == {(0, 20), (0, 5), (1, 20), (1, 5)}
+    leaf = [r for r in rows if r["harness"] == "leaf-sglang"]
+    for row in leaf:
+        assert row["vs_mini"]["stepping_steps_per_sec"]["min"] == pytest.approx(4)
+        assert row["vs_mini"]["whole_run_steps_per_sec"]["max"] == pytest.approx(4)
+        assert ("goal" in row) == (row["steps"] == 20)
+    assert all(r["goal"] == {"stepping": True, "whole_run": True} for r in leaf if r["steps"] == 20)
+
+
+def test_outside_load_spins_while_its_block_runs(tmp_path):
+    with bench.outside_load(1) as pids:
+        assert len(pids) == 1 and bench.Path(f"/proc/{pids[0]}").exists()
+    assert not bench.Path(f"/proc/{pids[0]}").exists()
