@@ -139,6 +139,9 @@ def _measured(command: list[str], *, env: dict, cwd: Path) -> dict:
     return {"wall_sec": wall, "host_cpu_sec": usage.ru_utime + usage.ru_stime, "max_rss_mib": usage.ru_maxrss / 1024,
             "server_cpu_sec": server_after - server_before, "machine_busy_cores": busy,
             "stepping_sec": stepping_seconds(windows["windows"]), "episode_windows": len(windows["windows"]),
+            # start-up (imports, ledger, probes, first sandbox) and wind-down (last grading, closing), whole-run only
+            "before_first_call_sec": min((w[0] for w in windows["windows"]), default=started + wall) - started,
+            "after_last_call_sec": started + wall - max((w[1] for w in windows["windows"]), default=started),
             "endpoint_calls": sum(int(w[2]) for w in windows["windows"]), "unkeyed_calls": windows["unkeyed"],
             "stdout": (cwd / "stdout").read_text(errors="replace")}
 
@@ -175,8 +178,8 @@ def _server_windows() -> dict:
 @contextmanager
 def outside_load(cores: int):
     """`cores` plain CPU spinners at this process's priority while the block runs; yields their pids."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
-                for _ in range(cores)]
+    spin = f"import os\nwhile os.getppid() == {os.getpid()}:\n    for _ in range(100000): pass"  # ends if orphaned
+    spinners = [subprocess.Popen([sys.executable, "-c", spin], stdin=subprocess.DEVNULL) for _ in range(cores)]
     try:
         yield [p.pid for p in spinners]
     finally:
