@@ -115,6 +115,7 @@ class Runner:
         self.gates = ArmGates(ungated={arm.name for arm in spec.arms if not arm.calls_a_model})
         self.stopped: dict[str, str] = self.gates.stopped  # arm -> why no more of its episodes run
         self.decision: str | None = None
+        self._starts: dict[str, asyncio.Future[None]] = {}  # episode id -> its start's commit, until its finish
 
     async def run(self) -> RunSummary:
         try:
@@ -365,7 +366,8 @@ class Runner:
         starts once the arm is stopped; one its stop cancelled is recorded, not counted."""
         if key.arm in self.stopped:
             return
-        first = await self.ledger.next_attempt(self.run_id, key.arm, key.task_id, key.seed)
+        # A new run has no attempt of any key but this process's (each key is run once per process): no query.
+        first = await self.ledger.next_attempt(self.run_id, key.arm, key.task_id, key.seed) if self.resuming else 1
         # Attempts a crash interrupted do not use up the retry budget: a resumed key always gets one more.
         limit = max(self.spec.max_attempts, first)
         for attempt in range(first, limit + 1):
@@ -403,8 +405,11 @@ class Runner:
 
     async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> AttemptOutcome | None:
         """One attempt, recorded whatever happens; None when its arm's stop cancelled it (recorded, not final)."""
-        episode_id = await self.ledger.start_episode(run_id=self.run_id, arm=key.arm, task_id=key.task_id,
-                                                     seed=key.seed, attempt=attempt)
+        # The start commits while the sandbox opens (nothing waits for it); its rows and its finish are queued
+        # after it, so they commit with it or later, and the finish waits for it (_finish).
+        episode_id, started = self.ledger.queue_start_episode(run_id=self.run_id, arm=key.arm, task_id=key.task_id,
+                                                              seed=key.seed, attempt=attempt)
+        self._starts[episode_id] = started
         recorder = LedgerRecorder(self.ledger, self.arm_specs[key.arm], episode_id)
         outcome = AttemptOutcome(episode_id)
         labels = {"leafcost.run": self.run_id, "leafcost.arm": key.arm, "leafcost.task": key.task_id,
@@ -433,6 +438,7 @@ class Runner:
 
     async def _finish(self, key: EpisodeKey, attempt: int, outcome: AttemptOutcome, recorder: LedgerRecorder,
                       final: bool) -> None:
+        await self._starts.pop(outcome.episode_id)  # its LedgerError, if the start was kept out, ends the run
         path = trajectory_path(self.trajectory_dir, key.arm, key.task_id, key.seed, attempt)
         write_trajectory(path, outcome.trajectory(run_id=self.run_id, arm=key.arm, instance_id=key.task_id,
                                                   task_id=key.task_id, seed=key.seed, attempt=attempt,

@@ -195,7 +195,20 @@ class Ledger:
     async def start_episode(self, run_id: str, arm: str, task_id: str, seed: int, attempt: int, *,
                             started_at: datetime | None = None, sandbox_spec_hash: str | None = None,
                             isolation: str | None = None, trajectory_path: str | None = None) -> str:
-        """Records an attempt as 'running' and returns its episode id."""
+        """Records an attempt as 'running' and returns its episode id, once committed."""
+        episode_id, committed = self.queue_start_episode(run_id, arm, task_id, seed, attempt, started_at=started_at,
+                                                         sandbox_spec_hash=sandbox_spec_hash, isolation=isolation,
+                                                         trajectory_path=trajectory_path)
+        await committed
+        return episode_id
+
+    def queue_start_episode(self, run_id: str, arm: str, task_id: str, seed: int, attempt: int, *,
+                            started_at: datetime | None = None, sandbox_spec_hash: str | None = None,
+                            isolation: str | None = None, trajectory_path: str | None = None
+                            ) -> tuple[str, asyncio.Future[None]]:
+        """start_episode without waiting for the commit (it commits within the awaited window, before anything
+        queued after it: the episode's rows, its finish): (its episode id, the future of the commit, which gives
+        the LedgerError that kept it out). The attempt's rows can be queued at once."""
         episode_id = episode_id_for(run_id, arm, task_id, seed, attempt)
         row = {"episode_id": episode_id, "run_id": run_id, "arm": arm, "task_id": task_id, "seed": seed,
                "attempt": attempt, "status": "running", "infra_error": False, "harness_error": False,
@@ -203,11 +216,16 @@ class Ledger:
                "isolation": isolation, "trajectory_path": trajectory_path}
         self._episodes[episode_id] = (run_id, arm)
         try:
-            await self._write("start_episode", lambda batch: batch.append("episodes", row))
+            committed = self._submit("start_episode", lambda batch: batch.append("episodes", row), awaited=True)
         except BaseException:
             self._episodes.pop(episode_id, None)
             raise
-        return episode_id
+
+        def forget_if_failed(future: asyncio.Future[None]) -> None:
+            if future.cancelled() or future.exception() is not None:
+                self._episodes.pop(episode_id, None)
+        committed.add_done_callback(forget_if_failed)
+        return episode_id, committed
 
     async def record_call(self, episode_id: str, step: int, attempt: CallAttempt, *, cost_usd: float | None,
                           price_source: str | None, price_revision: str | None) -> int:

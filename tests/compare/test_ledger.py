@@ -301,6 +301,24 @@ def test_an_episode_its_calls_and_tool_calls_round_trip_and_sum_into_the_episode
                     "started_at": T0, "seconds": 0.75}
 
 
+def test_a_queued_start_gives_its_episode_at_once_and_commits_before_the_rows_queued_after_it(tmp_path):
+    async def scenario():
+        async with Ledger.open(tmp_path / "l.duckdb") as ledger:
+            await new_run(ledger)
+            episode, started = ledger.queue_start_episode("demo-1", "local", "t1", 0, 1)
+            queued = ledger.queue_call(episode, 1, call(), cost_usd=0.1, price_source="x", price_revision="y")
+            await ledger.finish_episode(episode, exit_reason="submitted", resolved=False, reward=0.0, final=True,
+                                        n_steps=1)
+            assert started.done() and queued.done()  # committed with the finish or before it
+            _, again = ledger.queue_start_episode("demo-1", "local", "t1", 0, 1)
+            with pytest.raises(LedgerError, match="Duplicate key"):
+                await again
+            return episode, ledger.query("SELECT status, model_calls FROM episodes")
+
+    episode, rows = run(scenario())
+    assert episode == "demo-1/local/t1/s0/a1" and rows == [{"status": "finished", "model_calls": 1}]
+
+
 def test_finishing_an_episode_twice_or_an_unknown_one_fails_only_that_operation(tmp_path):
     async def scenario():
         async with Ledger.open(tmp_path / "l.duckdb") as ledger:

@@ -341,3 +341,16 @@ def test_run_serves_the_api_and_page_while_it_writes_the_ledger(suite, tmp_path)
     assert process.returncode == 0, err
     assert f"serving the API and the web page on {base}" in err
     assert rows(db, "select status from runs")[0]["status"] == "finished"
+
+
+def test_a_new_run_numbers_its_attempts_without_asking_the_ledger(suite, tmp_path, monkeypatch):
+    async def never(*args, **kwargs):
+        raise AssertionError("a new run has no earlier attempts to count")
+
+    monkeypatch.setattr(Ledger, "next_attempt", never)
+    db = tmp_path / "ledger.duckdb"
+    spec = spec_for(suite, "x", seeds=2, tasks=["calc-a", "calc-b"], arms=[{"name": "oracle", "adapter": "oracle"}])
+    summary = run(spec, db)
+    assert summary.status == "finished" and summary.arms[0].done == 4
+    episodes = rows(db, "select attempt, status, final from episodes")
+    assert sorted((e["attempt"], e["status"], e["final"]) for e in episodes) == [(1, "finished", True)] * 4
