@@ -79,10 +79,16 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
     instance is graded on the patch alone (its verifier is a fresh container that gets only the patch), so its
     patch is always captured."""
     swebench = task.swebench
+    baseline = opened.git_baseline if swebench is None and task.config.verifier_mode != "separate" else None
+    prepared = (False, False)  # (restored, staged) by the one-exec path
     try:
         if capture or swebench is not None:
             await opened.quiesce()
-            patch, patch_error = await capture_patch(opened.sandbox, opened.git_baseline)
+            if _one_exec(opened, baseline):
+                assert baseline is not None
+                patch, patch_error, prepared = await prepare_repository(opened.sandbox, baseline)
+            else:
+                patch, patch_error = await capture_patch(opened.sandbox, opened.git_baseline)
         else:
             patch, patch_error = "", None
         if swebench is not None and patch_error is not None:  # nothing to grade: no verifier is worth starting
@@ -92,12 +98,12 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
         await opened.start_verifier()
         if swebench is not None and patch:
             await write_file(opened.sandbox, swebench_grading.PATCH_PATH, patch.encode(), user="root")
-        baseline = opened.git_baseline if swebench is None and task.config.verifier_mode != "separate" else None
-        if baseline is not None and (failed := await restore_repository(opened.sandbox, baseline)):
+        restored, staged = prepared
+        if baseline is not None and not restored and (failed := await restore_repository(opened.sandbox, baseline)):
             grade = GradeResult(resolved=False, reward=None, error=GradeErrorKind.GIT_RESTORE_FAILED,
                                 detail=failed, seconds=0.0)
             return Verification(patch=patch, patch_error=patch_error, grade=grade)
-        result = await _run_verifier(opened.sandbox, task, opened.verifier_user, baseline)
+        result = await _run_verifier(opened.sandbox, task, opened.verifier_user, None if staged else baseline)
     finally:
         await opened.stop()
     tail = (result.stdout + "\n" + result.stderr).strip()[-2000:]
@@ -138,6 +144,36 @@ async def capture_patch(sandbox: Sandbox, baseline: GitBaseline | None) -> tuple
     if result.truncated_bytes:
         return "", f"the patch exceeds {PATCH_CAP_BYTES} bytes; not kept"
     return result.stdout, None
+
+
+async def prepare_repository(sandbox: Sandbox, baseline: GitBaseline
+                             ) -> tuple[str, str | None, tuple[bool, bool]]:
+    """`capture_patch`, `restore_repository` and the stage before test.sh in one exec (`git_safe.prepare_command`),
+    where the capture sandbox is already the verifier's and one user runs everything: (patch, why it is missing,
+    (restored, staged)). A part that did not finish is left to the separate calls, which `verify` then makes."""
+    marker = f"leafcost-{uuid.uuid4().hex}"
+    result = await sandbox.exec(git_safe.prepare_command(baseline, marker), timeout=3 * PATCH_TIMEOUT_SEC)
+    capture_errors, captured, restore_output, restored = git_safe.prepared_parts(result.stderr, marker)
+    if captured is None:
+        why = (f"patch capture ran longer than {3 * PATCH_TIMEOUT_SEC:g}s" if result.timed_out
+               else f"patch capture failed (exit {result.exit_code}): {capture_errors.strip()[-500:]}")
+        return "", why, (False, False)
+    if captured != 0:
+        patch, patch_error = "", f"patch capture failed (exit {captured}): {capture_errors.strip()[-500:]}"
+    elif result.truncated_bytes:
+        patch, patch_error = "", f"the patch exceeds {PATCH_CAP_BYTES} bytes; not kept"
+    else:
+        patch, patch_error = result.stdout, None
+    if restored != 0:  # not finished, or failed: the separate restore says why (or does it)
+        return patch, patch_error, (False, False)
+    return patch, patch_error, (True, result.ok)
+
+
+def _one_exec(opened: OpenedSandbox, baseline: GitBaseline | None) -> bool:
+    """Whether capture, restore and stage can run as one exec: the backend says its capture sandbox already is the
+    verifier's (`capture_in_verifier`), one user runs everything, and the config fits the command line."""
+    return (baseline is not None and getattr(opened, "capture_in_verifier", False) and opened.verifier_user is None
+            and baseline.restore_as is None and git_safe.config_inline(baseline))
 
 
 async def run_oracle(sandbox: Sandbox, task: Task) -> ExecResult:

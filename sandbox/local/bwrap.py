@@ -208,8 +208,12 @@ async def _pipe_streams(request_write: int, answer_read: int) -> tuple[asyncio.S
 
 
 def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: bool, options: SandboxOptions,
-                  mounts: Sequence[Mount] = (), memory_mb: int = 1024, runner: Path | None = None) -> list[str]:
-    """`runner`: the tool runner compiled by the sandbox's python3 (`runner_bytecode`), else its source is run."""
+                  mounts: Sequence[Mount] = (), memory_mb: int = 1024, runner: Path | None = None,
+                  command: Sequence[str] | None = None, scratch: Path | None = None) -> list[str]:
+    """`runner`: the tool runner compiled by the sandbox's python3 (`runner_bytecode`), else its source is run.
+    `command`: run that instead of the tool runner (none is bound). `scratch`: a host directory the host made,
+    whose subdirectories (made here) stand at /tmp, /var/tmp, /run and /root instead of fresh tmpfs, so that
+    the sandboxes one after another over the same files see the same ones (`CommandSandbox`)."""
     base = Path("/") if options.base_root == "host" else Path(options.base_root)
     argv = [bwrap_path() or "bwrap", "--unshare-all", *(["--share-net"] if network else []),
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL",
@@ -218,7 +222,7 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
     # to choose among processes while unkillable tmpfs pages hold the memory (it would pick the tool runner).
     for path, size in tmpfs_sizes(memory_mb).items():
         if path != "/root":
-            argv += ["--size", str(size), "--tmpfs", path]
+            argv += _private_dir(path, size, scratch)
     for name in SYSTEM_DIRS:
         source = base / name
         if source.is_symlink():
@@ -233,7 +237,7 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
         if (base / name).is_dir():
             argv += ["--tmpfs", f"/{name}"]
     # Before the extra binds: a toolchain under /root must stay visible.
-    argv += ["--size", str(tmpfs_sizes(memory_mb)["/root"]), "--tmpfs", "/root"]
+    argv += _private_dir("/root", tmpfs_sizes(memory_mb)["/root"], scratch)
     for path in options.extra_ro_binds:
         argv += ["--ro-bind", path, path]
     for entry in _top_level(root):
@@ -242,12 +246,23 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
         argv += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
     # The tmpfs that holds the mount points goes read-only last: writing to / fails as in a real root.
     inside = RUNNER_IN_SANDBOX if runner is None else RUNNER_IN_SANDBOX + "c"
-    argv += ["--ro-bind", str(runner or TOOL_RUNNER_PATH), inside, "--remount-ro", "/", "--chdir", workdir,
-             "--clearenv"]
+    if command is None:
+        argv += ["--ro-bind", str(runner or TOOL_RUNNER_PATH), inside]
+    argv += ["--remount-ro", "/", "--chdir", workdir, "--clearenv"]
     for key, value in _runner_env(env).items():
         argv += ["--setenv", key, value]
+    if command is not None:
+        return argv + ["--", *command]
     # -S: the runner is standard-library only, so site's scan of site-packages is start-up time for nothing.
     return argv + ["/usr/bin/python3", "-u", "-I", "-S", inside, "--workdir", workdir]
+
+
+def _private_dir(path: str, size: int, scratch: Path | None) -> list[str]:
+    if scratch is None:
+        return ["--size", str(size), "--tmpfs", path]
+    source = scratch / path.strip("/").replace("/", "-")
+    source.mkdir(exist_ok=True)  # the host's user is the sandbox's: it owns it inside, as a tmpfs of its own
+    return ["--bind", str(source), path]
 
 
 async def runner_bytecode(options: SandboxOptions) -> Path | None:

@@ -14,6 +14,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel
 
@@ -30,6 +31,7 @@ from sandbox.shared.dockerfile import (
 from sandbox.shared.git_safe import RECORD, baseline_from_facts
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION
 from sandbox.local.limits import Limits, remove_orphan_cgroups
+from sandbox.local.commands import CommandSandbox
 from sandbox.local.bwrap import HARBOR_TOP_DIRS, RESERVED_DIRS, LocalSandbox, Mount, bwrap_version
 from sandbox.shared.owner import owner_gone, write_owner
 from sandbox.protocol import BuildError, GitBaseline, SandboxError, SandboxOptions, SandboxSpec
@@ -58,7 +60,7 @@ class LocalOpened(BaseModel, arbitrary_types_allowed=True):
     """One attempt's workspace and the bubblewrap sandbox currently running over it (the `OpenedSandbox` of the
     local backend): first the agent's, then fresh ones over the same files once every agent process is killed."""
 
-    sandbox: LocalSandbox
+    sandbox: LocalSandbox | CommandSandbox  # the agent's, then the verifier's
     task: Task
     options: SandboxOptions
     built: BuiltEnvironment
@@ -70,6 +72,9 @@ class LocalOpened(BaseModel, arbitrary_types_allowed=True):
     verifier_dir: Path | None = None
     finished_cpu_seconds: float | None = 0.0  # of the sandboxes already stopped; None once one could not tell
     _verifier_ready: bool = False  # the current sandbox is a fresh verifier's in which only patch capture ran
+    # Patch capture runs in the verifier's own sandbox, as the one user: grading may capture, restore and stage in
+    # one exec (sandbox/grading.py, `prepare_repository`).
+    capture_in_verifier: ClassVar[bool] = True
 
     @property
     def git_baseline(self) -> GitBaseline | None:
@@ -113,9 +118,16 @@ class LocalOpened(BaseModel, arbitrary_types_allowed=True):
         await asyncio.to_thread(shutil.copytree, self.task.tests_dir, tests, symlinks=True)
         verifier.mkdir()
         self.verifier_dir = verifier
-        self.sandbox = await _start(self.task, self.options, self.workspace, self.built,
-                                    [Mount(source=tests, target="/tests"),
-                                     Mount(source=verifier, target="/logs/verifier"), *self._agent_logs()])
+        mounts = [Mount(source=tests, target="/tests"), Mount(source=verifier, target="/logs/verifier"),
+                  *self._agent_logs()]
+        if self.options.unsafe_no_isolation:
+            self.sandbox = await _start(self.task, self.options, self.workspace, self.built, mounts)
+            return
+        # No tool runs in the verifier: each of its commands is a bubblewrap of its own (sandbox/local/commands.py).
+        env = {**self.built.env, **self.task.environment.env}
+        self.sandbox = CommandSandbox(self.workspace / "root", workdir=self.built.workdir, env=env,
+                                      limits=task_limits(self.task), network=self.task.environment.allow_internet,
+                                      options=self.options, mounts=mounts, scratch=fresh / "scratch")
 
     async def read_verifier_file(self, name: str, limit: int) -> bytes | None:
         if self.verifier_dir is None or not confined.lexists(self.verifier_dir, name):

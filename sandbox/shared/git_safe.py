@@ -128,6 +128,31 @@ def stage_command(baseline: GitBaseline) -> str:
     return f"set -- {shlex.join([baseline.top, baseline.git_dir])}\n{_STAGE}"
 
 
+def prepare_command(baseline: GitBaseline, marker: str) -> str:
+    """Capture, restore and stage in one command, for a backend whose capture sandbox is already the verifier's and
+    where one user runs everything: stdout is the patch alone; stderr carries capture's errors, then
+    `<marker> capture=<exit>`, restore's output, `<marker> restore=<exit>` (`prepared_parts` reads it back). The
+    stage runs only after a restore that worked, in the verifier's environment as `stage_command` does; its output
+    is dropped, as the harness drops it."""
+    stage = f"{{ set -- {shlex.join([baseline.top, baseline.git_dir])}\n{_STAGE}}} >/dev/null 2>&1"
+    return (f"{capture_command(baseline)[len('exec '):]}\nprintf '\\n%s capture=%s\\n' {marker} $? >&2\n"
+            f"{restore_command(baseline)[len('exec '):]} >&2\nr=$?\nprintf '%s restore=%s\\n' {marker} $r >&2\n"
+            f"[ $r = 0 ] || exit 0\n{stage}\nexit 0")
+
+
+def prepared_parts(stderr: str, marker: str) -> tuple[str, int | None, str, int | None]:
+    """`prepare_command`'s stderr split back: (capture's errors, its exit code, restore's output, its exit code);
+    an exit code is None where that part never finished (the command was killed or timed out)."""
+    capture_errors, found, rest = stderr.partition(f"\n{marker} capture=")
+    if not found:
+        return stderr, None, "", None
+    capture_code, _, rest = rest.partition("\n")
+    restore_output, found, restore_code = rest.partition(f"{marker} restore=")
+    if not found or not capture_code.isdigit() or not restore_code.strip().isdigit():
+        return capture_errors, int(capture_code) if capture_code.isdigit() else None, restore_output, None
+    return capture_errors, int(capture_code), restore_output, int(restore_code.strip())
+
+
 def _clean(script: str, *args: str) -> str:
     """`script` with `args` as $1.., under `env -i`: no inherited variable (GIT_*, HOME, XDG_CONFIG_HOME) and no
     system or global git config reaches it."""
