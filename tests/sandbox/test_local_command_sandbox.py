@@ -120,4 +120,4 @@ def test_prepare_command_carries_the_same_scripts():
     command = git_safe.prepare_command(baseline, "leafcost-m")
     assert git_safe.capture_command(baseline).removeprefix("exec ") in command
     assert git_safe.restore_command(baseline).removeprefix("exec ") in command
-    assert "add -A" in command.rsplit("leafcost-m restore=", 1)[1]
+    assert "add -A" in command.rsplit("restore=%s", 1)[1]
