@@ -11,6 +11,7 @@ from compare.validate import validate_task
 from conftest import exec_once
 from sandbox import BuildError, LocalSandbox, build_environment, open_sandbox, run_oracle, verify, write_file
 from sandbox.grading import capture_patch
+from sandbox.local.commands import CommandSandbox
 from sandbox.protocol import WRITE_CAP_BYTES
 from sandbox.shared import git_safe
 
@@ -138,10 +139,10 @@ def test_patch_capture_is_leafs_and_resets_the_index(make_task, sandbox_options)
     assert " M calc.py" in status and "?? blob.bin" in status
 
 
-def test_an_episode_starts_two_sandboxes_capture_and_test_sh_in_the_fresh_one(make_task, sandbox_options,
-                                                                             monkeypatch):
-    """The agent's sandbox, then one fresh sandbox once every agent process is killed: patch capture (the harness's
-    own git) and then test.sh run there, with the task's tests at /tests, so an episode starts two, not three."""
+def test_an_episode_starts_one_runner_then_two_verifier_commands(make_task, sandbox_options, monkeypatch):
+    """The agent's sandbox (with the tool runner), then, once every agent process is killed, the verifier's: patch
+    capture, restore and stage (the harness's own git) in one command, then test.sh in another, each a fresh
+    bubblewrap without a runner over the same files, with the task's tests at /tests."""
     task = make_task()
     run(build_environment(task, sandbox_options))  # the build's own sandbox is not the episode's
     started = []
@@ -152,6 +153,14 @@ def test_an_episode_starts_two_sandboxes_capture_and_test_sh_in_the_fresh_one(ma
         return started[-1]
 
     monkeypatch.setattr(LocalSandbox, "start", classmethod(counted))
+    commands = []
+    execute = CommandSandbox.exec
+
+    async def recorded(self, command, **kwargs):
+        commands.append((command, started[0].alive))
+        return await execute(self, command, **kwargs)
+
+    monkeypatch.setattr(CommandSandbox, "exec", recorded)
 
     async def scenario():
         opened = await open_sandbox(task, sandbox_options)
@@ -164,7 +173,9 @@ def test_an_episode_starts_two_sandboxes_capture_and_test_sh_in_the_fresh_one(ma
             await opened.close()
 
     agent, verification = run(scenario())
-    assert len(started) == 2 and started[0] is agent and not agent.alive
+    assert len(started) == 1 and started[0] is agent and not agent.alive
+    assert [alive for _, alive in commands] == [False, False]  # after every agent process is gone
+    assert "read-tree" in commands[0][0] and "restore=" in commands[0][0] and commands[1][0] == "bash /tests/test.sh"
     assert "+    return a + b" in verification.patch and verification.grade.resolved
 
 

@@ -118,6 +118,6 @@ def test_prepared_parts_reads_back_each_part():
 def test_prepare_command_carries_the_same_scripts():
     baseline = GitBaseline(commit="c0ffee", workdir="/app", top="/app", git_dir="/app/.git", config_b64="eA==")
     command = git_safe.prepare_command(baseline, "leafcost-m")
-    assert git_safe.capture_command(baseline).removeprefix("exec ") in command
-    assert git_safe.restore_command(baseline).removeprefix("exec ") in command
-    assert "add -A" in command.rsplit("restore=%s", 1)[1]
+    for script in (git_safe._CAPTURE, git_safe._RESTORE, git_safe._STAGE):  # quoted inside: lines without quotes
+        assert all(line in command for line in script.splitlines() if "'" not in line)
+    assert command.startswith("env -i ") and "add -A" in command.rsplit("restore=%s", 1)[1]
