@@ -30,14 +30,16 @@ true"""
 # The patch, Leaf's way (`git add -A && git diff --cached --binary`) but against the recorded baseline commit, in a
 # git directory made now ($H), with the agent's object store as an alternate (objects are data, never run). Nothing
 # of the agent's .git/config, hooks or info/attributes is read; a `.gitattributes` in the tree names drivers that
-# no configuration defines, so they are inert. $1 top directory, $2 the repository's git directory, $3 the baseline.
+# no configuration defines, so they are inert. The git directory is made by hand, as `git init --bare --template=`
+# makes it less its config (each setting it would write is git's default on Linux; core.bare is given): one git
+# process fewer. $1 top directory, $2 the repository's git directory, $3 the baseline.
 _CAPTURE = r"""T=$1 C=$2 BASE=$3
 H=$(mktemp -d /tmp/leafcost-git.XXXXXX) || exit 1
 trap 'rm -rf "$H"' EXIT
 export HOME="$H" XDG_CONFIG_HOME="$H"
 case "$(cd "$H" && pwd -P)/" in "$(cd "$T" && pwd -P)/"*) echo "/tmp lies inside the repository" >&2; exit 1;; esac
-git init -q --bare --template= "$H/git" || exit 1
-echo "$C/objects" > "$H/git/objects/info/alternates"
+mkdir -p "$H/git/objects/info" "$H/git/refs" || exit 1
+echo "ref: refs/heads/leafcost" > "$H/git/HEAD" && echo "$C/objects" > "$H/git/objects/info/alternates" || exit 1
 export GIT_DIR="$H/git" GIT_WORK_TREE="$T"
 set -- git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.bare=false
 "$@" read-tree "$BASE" 2>/dev/null || { echo "the baseline commit $BASE is gone from $C/objects" >&2; exit 3; }
@@ -74,7 +76,10 @@ if same "$T"; then
   fi;; esac
 fi
 same "$C" || exit 0
-owner=$(stat -c %u:%g "$C") && writable "$C" || exit 1
+# What is made here belongs to the git directory's owner already when that is who runs this (the usual case): no
+# stat and chown then.
+if [ -O "$C" ] && [ -G "$C" ]; then owner=; else owner=$(stat -c %u:%g "$C") || exit 1; fi
+writable "$C" || exit 1
 # One rm for the usual case; one by one, with modes restored, where that failed.
 rm -rf "$C/config" "$C/hooks" "$C/commondir" "$C/config.worktree" 2>/dev/null ||
   for name in config hooks commondir config.worktree; do scrub "$C/$name" || exit 1; done
@@ -83,7 +88,8 @@ elif [ -n "$CFG64" ]; then printf %s "$CFG64" | base64 -d > "$C/config" || exit 
 mkdir "$C/hooks" || exit 1
 if [ -L "$C/info" ] || [ ! -d "$C/info" ]; then scrub "$C/info"
 else writable "$C/info" && scrub "$C/info/attributes"; fi || exit 1
-if [ -z "$CFG$CFG64" ]; then chown "$owner" "$C/hooks"; else chown "$owner" "$C/hooks" "$C/config"; fi 2>/dev/null
+if [ -z "$owner" ]; then :
+elif [ -z "$CFG$CFG64" ]; then chown "$owner" "$C/hooks"; else chown "$owner" "$C/hooks" "$C/config"; fi 2>/dev/null
 exit 0
 """
 
