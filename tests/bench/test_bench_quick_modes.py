@@ -205,7 +205,9 @@ def test_episode_overhead():
     document = quick("episode_overhead")
     (checkout,) = document["checkouts"]
     assert checkout["episodes"] == 2 and document["episodes"] == 2
-    assert checkout["stages"]["sandbox start (bwrap + runner)"]["calls"] == 2  # the agent's, then the verifier's
+    stages = checkout["stages"]
+    assert stages["sandbox start (bwrap + runner)"]["calls"] == 1  # per episode: the verifier runs none
+    assert stages["verify: capture + restore + git add (one exec)"]["calls"] == 1
     total = checkout["total"]
     assert total["cpu"] == pytest.approx(total["host"] + total["sandbox"])
     assert checkout["range"]["cpu"][0] <= checkout["range"]["cpu"][1]
