@@ -236,17 +236,26 @@ class Runner:
             await self.ledger.set_run_status(self.run_id, "running")
             await self.ledger.record_task_dates(self.run_id, {t.task_id: t.created_at for t in tasks})
             return
-        await self._close_orphan_leases()
-        await self.ledger.create_run(self.run_id, self.spec, spec_sha256=self.spec_sha256,
-                                     task_ids=[t.task_id for t in tasks],
-                                     sandbox_options=self.options.model_dump(mode="json"))
-        await self.ledger.record_task_dates(self.run_id, {t.task_id: t.created_at for t in tasks})
-        if self.plan is not None:
-            await self.ledger.record_plan(self.run_id, self.plan)
+        # One transaction (orphan leases closed, the run, its tasks' dates, its plan), committed by the writer
+        # thread while this one imports what starting the arms needs; nothing else starts before it commits.
+        begun = self.ledger.queue_begin_run(self.run_id, self.spec, spec_sha256=self.spec_sha256,
+                                            task_dates={t.task_id: t.created_at for t in tasks},
+                                            sandbox_options=self.options.model_dump(mode="json"), plan=self.plan)
+        try:
+            self._preload_arms()
+        finally:
+            self._warn_orphan_leases(await begun)
+
+    def _preload_arms(self) -> None:
+        for arm in self.spec.arms:
+            if arm.name not in self.skip_arms:
+                arm.preload()
 
     async def _close_orphan_leases(self) -> None:
         """Leases a killed process left open (this run's or any other's) end at their last heartbeat."""
-        closed = await self.ledger.close_orphan_leases()
+        self._warn_orphan_leases(await self.ledger.close_orphan_leases())
+
+    def _warn_orphan_leases(self, closed: int) -> None:
         if closed:
             self.warnings.append(f"{closed} lease(s) left open by killed leafcost processes were closed at their "
                                  "last heartbeat")

@@ -79,6 +79,8 @@ class ArmSpec(StrictModel):
     # Why the summary can never read this kind's busy time from its server (None: it can, given the metrics).
     busy_counter_missing: ClassVar[str | None] = None
     calls_a_model: ClassVar[bool] = True  # False: its episodes send no model call (nothing to wait an answer from)
+    # The modules starting the arm imports (its solver's, its adapter's): see preload.
+    start_modules: ClassVar[tuple[str, ...]] = ("compare.solvers",)
 
     name: str = Field(pattern=ARM_NAME)
     model: str = ""
@@ -111,6 +113,14 @@ class ArmSpec(StrictModel):
         if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
             return value.strip()
         raise ValueError(f"{str(value)[:40]!r} is not a date: write the release day as YYYY-MM-DD")
+
+    def preload(self) -> None:
+        """Imports the modules starting this arm needs (aiohttp's among them: ~0.1 s of CPU), so that a runner
+        can pay for them while it waits on something else, the ledger committing the run's first rows."""
+        from importlib import import_module
+
+        for module in self.start_modules:
+            import_module(module)
 
     def build_adapter(self) -> Adapter | None:
         """The adapter to its endpoint (imported lazily: a run's, not `--help`'s); None when no model answers."""

@@ -12,6 +12,7 @@ from compare.arms.base import MAX_USD_PER_HOUR, ArmSpec
 class LocalArm(ArmSpec):
     kind: ClassVar = "self-hosted"
     billing: ClassVar = "lease"
+    start_modules: ClassVar = ("compare.solvers", "adapters.local")
     busy_counter_missing: ClassVar = "llama.cpp (the local arm's server) has no busy-time counter"
 
     adapter: Literal["local"]

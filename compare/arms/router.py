@@ -13,6 +13,7 @@ from compare.arms.base import ArmSpec, Prices
 class RouterArm(ArmSpec):
     kind: ClassVar = "hosted"
     billing: ClassVar = "tokens"
+    start_modules: ClassVar = ("compare.solvers", "adapters.router")
 
     adapter: Literal["router"]
     model: str

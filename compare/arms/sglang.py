@@ -37,6 +37,7 @@ class GpuLeaseSpec(StrictModel):
 class SglangArm(ArmSpec):
     kind: ClassVar = "self-hosted"
     billing: ClassVar = "lease"
+    start_modules: ClassVar = ("compare.solvers", "adapters.sglang")
 
     adapter: Literal["sglang"]
     model: str

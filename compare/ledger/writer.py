@@ -107,31 +107,37 @@ class Ledger:
                          leafcost_version: str | None = None, created_at: datetime | None = None,
                          spec_sha256: str | None = None) -> None:
         """`spec_sha256` when the run's hash covers more than the spec (a Leaf checkout's prompt and tools)."""
-        if not RUN_ID.match(run_id):
-            raise LedgerError(f"run id {run_id!r}: use letters, digits and _.:- only (it is part of episode ids)")
-        spec_json = spec.model_dump_json()
-        options = _plain(sandbox_options)
-        check_no_secrets(json.loads(spec_json), "the run spec")
-        check_no_secrets(options, "sandbox_options")
-        at = _utc(created_at) or utcnow()
-        row = {"run_id": run_id, "name": spec.name, "created_at": at, "updated_at": at, "status": "running",
-               "spec_json": spec_json, "spec_sha256": spec_sha256 or spec.digest(), "suite": spec.suite,
-               "task_ids": _json(list(task_ids)), "seeds": spec.seeds,
-               "leafcost_version": leafcost_version or installed_version(), "sandbox_options": _json(options)}
+        row = _run_row(run_id, spec, task_ids=task_ids, sandbox_options=sandbox_options,
+                       leafcost_version=leafcost_version, created_at=created_at, spec_sha256=spec_sha256)
         await self._write("create_run", lambda batch: batch.append("runs", row))
+
+    def queue_begin_run(self, run_id: str, spec: RunSpec, *, task_dates: Mapping[str, datetime | None],
+                        sandbox_options: BaseModel | Mapping[str, Any] | None = None, spec_sha256: str | None = None,
+                        plan: Mapping[str, Any] | None = None) -> asyncio.Future[int]:
+        """A new run's first writes as one transaction, queued without waiting: the open leases of killed
+        processes closed (close_orphan_leases), the run (create_run), its tasks' dates (record_task_dates) and its
+        plan (record_plan). All commit or none does. Returns the future of the commit: how many orphan leases
+        were closed, or the LedgerError that kept it all out. The run's id and spec are checked here, before
+        anything is queued (LedgerError, SecretInLedger)."""
+        row = _run_row(run_id, spec, task_ids=list(task_dates), sandbox_options=sandbox_options,
+                       spec_sha256=spec_sha256)
+        close_orphans = self._close_orphans(None)
+        dates = _task_dates(run_id, task_dates)
+        plan_row = _plan_row(run_id, plan) if plan is not None else None
+
+        def apply(batch: Batch) -> int:
+            closed = close_orphans(batch)
+            batch.append("runs", row)
+            dates(batch)
+            if plan_row is not None:
+                batch.append("run_plans", plan_row)
+            return closed
+        return self._submit("begin_run", apply, awaited=True)
 
     async def record_task_dates(self, run_id: str, created_at: Mapping[str, datetime | None]) -> None:
         """Each task of the run with its creation date (None: the task does not say); a resume writes them again,
         so a run started before the table existed gets them too."""
-        task_ids, dates = list(created_at), [_utc(at) for at in created_at.values()]
-
-        def apply(batch: Batch) -> None:
-            if task_ids:  # one statement for the whole suite (unnest keeps the two lists in step)
-                batch.execute("INSERT INTO run_tasks (run_id, task_id, created_at) "
-                              "SELECT ?, unnest(?::VARCHAR[]), unnest(?::TIMESTAMPTZ[]) "
-                              "ON CONFLICT (run_id, task_id) DO UPDATE SET created_at = excluded.created_at",
-                              [run_id, task_ids, dates])
-        await self._write("record_task_dates", apply)
+        await self._write("record_task_dates", _task_dates(run_id, created_at))
 
     async def set_strict_grading(self, run_id: str) -> None:
         """From now on the run's figures count flagged attempts (episodes.flagged) as not resolved."""
@@ -376,6 +382,9 @@ class Ledger:
         (started_at when none), so a killed process's lease stops costing. Every open lease not opened through
         this Ledger is such an orphan: DuckDB lets no other process open the file while this one holds it, and
         one process opens it once. Returns how many were closed."""
+        return await self._write("close_orphan_leases", self._close_orphans(run_id))
+
+    def _close_orphans(self, run_id: str | None) -> Callable[[Batch], int]:
         held = sorted(self._held_leases)
 
         def apply(batch: Batch) -> int:
@@ -383,7 +392,7 @@ class Ledger:
                 "UPDATE gpu_leases SET ended_at = greatest(started_at, coalesce(heartbeat_at, started_at)) "
                 "WHERE (? IS NULL OR run_id = ?) AND ended_at IS NULL AND NOT list_contains(?::BIGINT[], lease_id) "
                 "RETURNING lease_id", [run_id, run_id, held]).fetchall())
-        return await self._write("close_orphan_leases", apply)
+        return apply
 
     async def record_sample(self, run_id: str, arm: str, sample: ServerSample) -> int:
         """One row per metric of the scrape; returns how many."""
@@ -448,7 +457,7 @@ class Ledger:
 
     async def record_plan(self, run_id: str, document: Mapping[str, Any]) -> None:
         """The plan made before the run started (run_plans): written once with the new run, never replaced."""
-        row = {"run_id": run_id, "made_at": utcnow(), "document": json.dumps(dict(document), default=str)}
+        row = _plan_row(run_id, document)
         await self._write("record_plan", lambda batch: batch.append("run_plans", row))
 
     async def looks(self, run_id: str) -> list[dict[str, Any]]:
@@ -578,6 +587,39 @@ class Ledger:
                     pass
             self._reader = None
             self._conn.close()
+
+
+def _run_row(run_id: str, spec: RunSpec, *, task_ids: Sequence[str],
+             sandbox_options: BaseModel | Mapping[str, Any] | None, leafcost_version: str | None = None,
+             created_at: datetime | None = None, spec_sha256: str | None = None) -> dict[str, Any]:
+    """The runs row of a new run; refuses a bad run id and a spec or sandbox options holding a secret."""
+    if not RUN_ID.match(run_id):
+        raise LedgerError(f"run id {run_id!r}: use letters, digits and _.:- only (it is part of episode ids)")
+    spec_json = spec.model_dump_json()
+    options = _plain(sandbox_options)
+    check_no_secrets(json.loads(spec_json), "the run spec")
+    check_no_secrets(options, "sandbox_options")
+    at = _utc(created_at) or utcnow()
+    return {"run_id": run_id, "name": spec.name, "created_at": at, "updated_at": at, "status": "running",
+            "spec_json": spec_json, "spec_sha256": spec_sha256 or spec.digest(), "suite": spec.suite,
+            "task_ids": _json(list(task_ids)), "seeds": spec.seeds,
+            "leafcost_version": leafcost_version or installed_version(), "sandbox_options": _json(options)}
+
+
+def _task_dates(run_id: str, created_at: Mapping[str, datetime | None]) -> Callable[[Batch], None]:
+    task_ids, dates = list(created_at), [_utc(at) for at in created_at.values()]
+
+    def apply(batch: Batch) -> None:
+        if task_ids:  # one statement for the whole suite (unnest keeps the two lists in step)
+            batch.execute("INSERT INTO run_tasks (run_id, task_id, created_at) "
+                          "SELECT ?, unnest(?::VARCHAR[]), unnest(?::TIMESTAMPTZ[]) "
+                          "ON CONFLICT (run_id, task_id) DO UPDATE SET created_at = excluded.created_at",
+                          [run_id, task_ids, dates])
+    return apply
+
+
+def _plan_row(run_id: str, document: Mapping[str, Any]) -> dict[str, Any]:
+    return {"run_id": run_id, "made_at": utcnow(), "document": json.dumps(dict(document), default=str)}
 
 
 def _plain(value: BaseModel | Mapping[str, Any] | None) -> Any:
