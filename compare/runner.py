@@ -228,16 +228,20 @@ class Runner:
                 raise RunError(f"run {self.run_id} was started with a different spec; resume it with the same file")
             if run.task_ids != [t.task_id for t in tasks]:
                 raise RunError(f"run {self.run_id}: the suite's tasks changed since the run started")
-            interrupted = await self.ledger.interrupt_running(self.run_id)
+            # One transaction (attempts left running interrupted, orphan leases closed, the run running again,
+            # its tasks' dates), committed by the writer thread while this one imports what starting the arms
+            # needs; nothing else starts before it commits.
+            resumed = self.ledger.queue_resume_run(self.run_id, task_dates={t.task_id: t.created_at for t in tasks})
+            try:
+                self._preload_arms()
+            finally:
+                interrupted, closed = await resumed
             if interrupted:
                 self.warnings.append(f"{interrupted} episode(s) left running by the previous process were "
                                      "recorded as interrupted; their tokens stay in the ledger")
-            await self._close_orphan_leases()
-            await self.ledger.set_run_status(self.run_id, "running")
-            await self.ledger.record_task_dates(self.run_id, {t.task_id: t.created_at for t in tasks})
+            self._warn_orphan_leases(closed)
             return
-        # One transaction (orphan leases closed, the run, its tasks' dates, its plan), committed by the writer
-        # thread while this one imports what starting the arms needs; nothing else starts before it commits.
+        # The same for a new run: orphan leases closed, the run, its tasks' dates, its plan.
         begun = self.ledger.queue_begin_run(self.run_id, self.spec, spec_sha256=self.spec_sha256,
                                             task_dates={t.task_id: t.created_at for t in tasks},
                                             sandbox_options=self.options.model_dump(mode="json"), plan=self.plan)
@@ -251,11 +255,8 @@ class Runner:
             if arm.name not in self.skip_arms:
                 arm.preload()
 
-    async def _close_orphan_leases(self) -> None:
-        """Leases a killed process left open (this run's or any other's) end at their last heartbeat."""
-        self._warn_orphan_leases(await self.ledger.close_orphan_leases())
-
     def _warn_orphan_leases(self, closed: int) -> None:
+        """Leases a killed process left open (this run's or any other's) end at their last heartbeat."""
         if closed:
             self.warnings.append(f"{closed} lease(s) left open by killed leafcost processes were closed at their "
                                  "last heartbeat")

@@ -134,6 +134,25 @@ class Ledger:
             return closed
         return self._submit("begin_run", apply, awaited=True)
 
+    def queue_resume_run(self, run_id: str, *, task_dates: Mapping[str, datetime | None]
+                         ) -> asyncio.Future[tuple[int, int]]:
+        """A resumed run's first writes as one transaction, queued without waiting: the attempts a crash left
+        running interrupted (interrupt_running), the open leases of killed processes closed (close_orphan_leases),
+        the run running again (set_run_status) and its tasks' dates written again (record_task_dates). All commit
+        or none does. Returns the future of the commit: (attempts interrupted, leases closed), or the LedgerError
+        that kept it all out."""
+        close_orphans = self._close_orphans(None)
+        dates = _task_dates(run_id, task_dates)
+        running = {"status": "running", "status_reason": None, "updated_at": utcnow()}
+
+        def apply(batch: Batch) -> tuple[int, int]:
+            interrupted = len(batch.execute(INTERRUPT_SQL, [run_id]).fetchall())
+            closed = close_orphans(batch)
+            batch.update_one("runs", "run_id = ?", [run_id], running, what=f"run {run_id!r}")
+            dates(batch)
+            return interrupted, closed
+        return self._submit("resume_run", apply, awaited=True)
+
     async def record_task_dates(self, run_id: str, created_at: Mapping[str, datetime | None]) -> None:
         """Each task of the run with its creation date (None: the task does not say); a resume writes them again,
         so a run started before the table existed gets them too."""

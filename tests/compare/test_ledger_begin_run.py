@@ -107,3 +107,59 @@ def test_a_bad_run_id_or_a_secret_is_refused_before_anything_is_queued(tmp_path,
                 "SELECT count(*) AS n FROM run_tasks")[0]["n"]
 
     assert run(scenario()) == (0, 0)
+
+
+async def _crashed_run(path) -> None:
+    """A run whose process died: an attempt left running, a lease left open, the run marked interrupted."""
+    async with Ledger.open(path) as ledger:
+        await ledger.create_run("r", SPEC, task_ids=["t1"])
+        await ledger.start_episode("r", "local", "t1", 0, 1, started_at=T0)
+        await ledger.open_lease("r", "local", Lease(kind="cpu", hardware="2 vCPU", usd_per_hour=0.1, started_at=T0))
+        await ledger.set_run_status("r", "interrupted", "killed")
+
+
+def _resumed_rows(ledger: Ledger) -> dict:
+    return {"episodes": ledger.query("SELECT * EXCLUDE (ended_at, elapsed_sec) FROM episodes"),
+            "leases": ledger.query("SELECT ended_at FROM gpu_leases"),
+            "runs": ledger.query("SELECT status, status_reason FROM runs"),
+            "tasks": ledger.query("SELECT task_id, created_at FROM run_tasks ORDER BY task_id")}
+
+
+def test_resume_run_records_what_the_writes_one_by_one_record(tmp_path):
+    one_by_one, together = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    for path in (one_by_one, together):
+        run(_crashed_run(path))
+
+    async def separately():
+        async with Ledger.open(one_by_one) as ledger:
+            interrupted = await ledger.interrupt_running("r")
+            closed = await ledger.close_orphan_leases()
+            await ledger.set_run_status("r", "running")
+            await ledger.record_task_dates("r", {"t1": T0})
+            return (interrupted, closed), _resumed_rows(ledger)
+
+    async def at_once():
+        async with Ledger.open(together) as ledger:
+            return await ledger.queue_resume_run("r", task_dates={"t1": T0}), _resumed_rows(ledger)
+
+    expected, got = run(separately()), run(at_once())
+    assert got == expected
+    counts, rows = got
+    assert counts == (1, 1) and rows["runs"] == [{"status": "running", "status_reason": None}]
+    assert rows["episodes"][0]["exit_reason"] == "interrupted" and rows["leases"] == [{"ended_at": T0}]
+    assert rows["tasks"] == [{"task_id": "t1", "created_at": T0}]
+
+
+def test_a_resume_of_an_unknown_run_records_nothing(tmp_path):
+    path = tmp_path / "l.duckdb"
+    run(_crashed_run(path))
+
+    async def scenario():
+        async with Ledger.open(path) as ledger:
+            with pytest.raises(LedgerError, match="not in the ledger"):
+                await ledger.queue_resume_run("other", task_dates={"t1": T0})
+            return _resumed_rows(ledger)
+
+    rows = run(scenario())
+    assert rows["episodes"][0]["status"] == "running" and rows["leases"] == [{"ended_at": None}]
+    assert rows["tasks"] == [] and rows["runs"] == [{"status": "interrupted", "status_reason": "killed"}]
