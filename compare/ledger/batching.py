@@ -23,6 +23,9 @@ _GROUP_WINDOW_SEC = 0.005  # an awaited operation waits at most this much longer
 # milliseconds of CPU whatever it carries. A killed process loses at most this much of its running episodes' rows,
 # and those episodes are re-run on --resume; an awaited operation (the episode's finish) commits them first.
 _DEFERRED_WINDOW_SEC = 0.2
+# An awaited operation reaching a writer that has committed nothing for this long commits at once (with what is
+# queued already): nobody is writing, so company is unlikely, and a run's start-up writes come one after another.
+_IDLE_SEC = 0.1
 _ID_COLUMNS = {"model_calls": ("call_id", "model_calls_call_id_seq"),
                "gpu_leases": ("lease_id", "gpu_leases_lease_id_seq")}
 
@@ -38,11 +41,14 @@ class GroupCommit:
     def run(self, ops_queue: queue.SimpleQueue[Op | None]) -> None:
         """Returns once it has taken None (what was queued before it is committed first)."""
         stopping = False
+        last_commit = float("-inf")
         while not stopping:
             ops = [ops_queue.get()]
             # A commit costs far more than a row: gather what arrives within a window into one transaction, a
-            # short one as soon as anybody awaits an operation of it.
-            window_ends = time.monotonic() + _window(ops[0])
+            # short one as soon as anybody awaits an operation of it, none when the writer was idle.
+            idle = time.monotonic() - last_commit > _IDLE_SEC
+            window_ends = time.monotonic() + (0.0 if idle and ops[0] is not None and ops[0].awaited
+                                              else _window(ops[0]))
             while len(ops) < _MAX_BATCH and None not in ops:
                 try:
                     op = ops_queue.get(timeout=max(0.0, window_ends - time.monotonic()))
@@ -58,6 +64,7 @@ class GroupCommit:
                 _wake([(op, None, _as_ledger_error(op.name, exc)) for op in ops])
                 if not isinstance(exc, Exception):
                     raise
+            last_commit = time.monotonic()
 
     def _commit(self, ops: list[Op]) -> None:
         """One transaction for the whole group; if it fails, each operation alone, so one bad operation
