@@ -6,7 +6,7 @@ attempt's record is filled as it goes, so a cancelled attempt still leaves what 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from compare.episode import EpisodeRecorder, EpisodeResult, ExitReason, TRAJECTORY_FORMAT
@@ -80,14 +80,18 @@ class AttemptOutcome:
 
 async def run_attempt(outcome: AttemptOutcome, solver: Solver, task: Task, options: SandboxOptions,
                       recorder: EpisodeRecorder, labels: dict[str, str],
-                      on_result: Callable[[EpisodeResult], None] | None = None) -> None:
+                      on_result: Callable[[EpisodeResult], None] | None = None,
+                      recorded: Awaitable[None] | None = None) -> None:
     """Fills `outcome`; raises nothing but a cancel (which it records first). `on_result` hears how the episode
     ended before anything is graded. An episode a configuration error ended is not graded: the model never
-    worked, so there is nothing to judge."""
+    worked, so there is nothing to judge. `recorded`: the commit of the attempt's start row, made while the sandbox
+    opens; the solver (and so any model call) starts only once it is in the ledger."""
     opened = None
     try:
         opened = await open_sandbox(task, options, solution=solver.sees_solution, labels=labels)
         outcome.sandbox = opened
+        if recorded is not None:  # shielded: a cancel of this attempt must not cancel the ledger's commit
+            await asyncio.shield(recorded)
         result = await solver.solve(opened.sandbox, task, recorder)
         outcome.result = result
         outcome.infra_error, outcome.harness_error = result.infrastructure_error, result.harness_error

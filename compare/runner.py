@@ -415,8 +415,8 @@ class Runner:
 
     async def _attempt(self, key: EpisodeKey, task: Task, attempt: int, last: bool) -> AttemptOutcome | None:
         """One attempt, recorded whatever happens; None when its arm's stop cancelled it (recorded, not final)."""
-        # The start commits while the sandbox opens (nothing waits for it); its rows and its finish are queued
-        # after it, so they commit with it or later, and the finish waits for it (_finish).
+        # The start commits while the sandbox opens; the solver waits for it (no model call for an attempt the
+        # ledger does not have), its rows and its finish are queued after it, and the finish waits for it (_finish).
         episode_id, started = self.ledger.queue_start_episode(run_id=self.run_id, arm=key.arm, task_id=key.task_id,
                                                               seed=key.seed, attempt=attempt)
         self._starts[episode_id] = started
@@ -431,7 +431,7 @@ class Runner:
         # its own task, so that the arm's stop can cancel it without cancelling this worker
         work = asyncio.ensure_future(run_attempt(
             outcome, self.arms.solver(key.arm), task, self.options, _AnswerWatch(recorder, key.arm, self.gates),
-            labels, on_result=lambda result: self._on_result(key.arm, result)))
+            labels, on_result=lambda result: self._on_result(key.arm, result), recorded=started))
         self.gates.track(key.arm, work)
         stopped_by_arm = False
         try:
