@@ -20,9 +20,9 @@ test: deps
 test-fast: deps
 	$(VENV)/bin/python -m pytest -q -m "not slow" -n auto $(PYTEST_ARGS)
 
-# Every measurement in bench/ at its standard setting (about 30-40 minutes on 2 cores), and the table block at the top
-# of docs/benchmarks.md rewritten from it; raw results in bench/results/latest.json. BENCH_ARGS chooses: --only NAME...,
-# --skip NAME..., --short (smaller real measurements), --note TEXT.
+# Every measurement in bench/ at its standard setting (about 12 minutes on a quiet 2-core machine), and the table
+# block at the top of docs/benchmarks.md rewritten from it; raw results in bench/results/latest.json. BENCH_ARGS
+# chooses: --only NAME..., --skip NAME..., --short (smaller real measurements), --note TEXT.
 bench: deps
 	$(VENV)/bin/python bench/run_all.py --write-docs $(BENCH_ARGS)
 
