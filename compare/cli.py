@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from compare.cli_common import DbOption, JsonOption, OneLineUsageErrors, WideOption, fail
+from compare.cli_common import (
+    DbOption, JsonOption, NamespaceOption, OneLineUsageErrors, TagOption, WideOption, fail)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=OneLineUsageErrors,
                   help="Cost per resolved coding task: self-hosted vs hosted models on the same Leaf episodes.")
@@ -28,11 +29,6 @@ BackendOption = Annotated[str, typer.Option(
     "--backend", help="local (bubblewrap over this host), podman or docker (each task's own container image), or "
     "kubernetes (the locked images in pods of --kube-namespace, by the current kubeconfig context)")]
 KubeNamespaceOption = Annotated[str, typer.Option("--kube-namespace", help="kubernetes: where the pods go")]
-NamespaceOption = Annotated[str | None, typer.Option(
-    "--swebench-namespace", help="SWE-bench: the registry namespace of the instance images (default: each row's "
-    "`image`, else swebench); 'none' names images built locally by SWE-bench's tools")]
-TagOption = Annotated[str | None, typer.Option("--swebench-tag", help="SWE-bench: the instance images' tag "
-                                                                      "(default: each row's, else latest)")]
 ImagesOption = Annotated[Path | None, typer.Option(
     "--images", help="containers: an image lock (`leafcost images lock`) every task's image must match")]
 

@@ -15,6 +15,11 @@ WideOption = Annotated[bool, typer.Option(
     "--wide", help="more columns (by default a table shows what fits 80 columns; --json has every figure)")]
 DbOption = Annotated[Path | None, typer.Option(
     "--db", help="the ledger file (default $LEAFCOST_DB or ./leafcost.duckdb)")]
+NamespaceOption = Annotated[str | None, typer.Option(
+    "--swebench-namespace", help="SWE-bench: the registry namespace of the instance images (default: each row's "
+    "`image`, else swebench); 'none' names images built locally by SWE-bench's tools")]
+TagOption = Annotated[str | None, typer.Option("--swebench-tag", help="SWE-bench: the instance images' tag "
+                                                                      "(default: each row's, else latest)")]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

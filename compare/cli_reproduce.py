@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from compare.cli_common import DbOption, JsonOption, fail
+from compare.cli_common import DbOption, JsonOption, NamespaceOption, TagOption, fail
 
 MODEL_ARMS_HINT = "one arm as a run spec's arms: entry (name, adapter, model, ...)"
 NAMED = 5  # instances named in a message; the rest are counted
@@ -41,6 +41,7 @@ class Prepared:
     benchmark_tasks: int
     fresh_tasks: int
     early_stop: bool
+    dataset_source: dict[str, Any] | None = None  # what `leafcost swebench export` recorded beside --dataset
 
     def document(self) -> dict[str, Any]:
         claim = self.preset.claim
@@ -48,7 +49,8 @@ class Prepared:
                 "images": str(self.images_path), "claim_arm": self.claim_arm, "arms": self.arms,
                 "benchmark": claim.benchmark, "benchmark_tasks": self.benchmark_tasks, "fresh_tasks": self.fresh_tasks,
                 "claimed": {"avg_at_k": claim.avg_at_k, "pass_at_k": claim.pass_at_k, "k": claim.k},
-                "early_stop": self.early_stop, "unconfirmed": list(self.preset.unconfirmed),
+                "early_stop": self.early_stop, "dataset_source": self.dataset_source,
+                "unconfirmed": list(self.preset.unconfirmed),
                 "run": f"leafcost run {self.spec_path}"}
 
 
@@ -70,6 +72,8 @@ def reproduce(
     = "podman",
     images: Annotated[Path | None, typer.Option(
         "--images", metavar="LOCK", help="an image lock covering every instance (default: lock them now)")] = None,
+    swebench_namespace: NamespaceOption = None,
+    swebench_tag: TagOption = None,
     out: Annotated[Path | None, typer.Option(
         "--out", metavar="DIR", help="where spec.yaml, suite.jsonl and images.lock.json go (default: "
         "./reproduce-PRESET)")] = None,
@@ -93,10 +97,14 @@ def reproduce(
         chosen = load_preset(preset)
     except PresetError as exc:
         fail(str(exc), 2)
+    from compare.cli import swebench_images
+
+    instance_images = swebench_images(swebench_namespace, swebench_tag)  # exits 2 naming a malformed option
     try:
         _require_inputs(chosen, arm, dataset, leaf_checkout)
         prepared = prepare(chosen, arm_files=list(arm or []), dataset=dataset, leaf_checkout=leaf_checkout,
-                           fresh=fresh, backend=backend, images=images, out=out, full=full)
+                           fresh=fresh, backend=backend, images=images, out=out, full=full,
+                           swebench=instance_images)
     except ReproduceError as exc:
         fail(str(exc), 2)
     _print_prepared(prepared, as_json=as_json, run=run)
@@ -105,9 +113,10 @@ def reproduce(
 
 
 def prepare(preset, *, arm_files: list[Path], dataset: Path, leaf_checkout: Path, fresh: Path | None, backend: str,
-            images: Path | None, out: Path | None, full: bool) -> Prepared:
+            images: Path | None, out: Path | None, full: bool, swebench=None) -> Prepared:
     """Checks every input and writes OUT/suite.jsonl, OUT/images.lock.json and OUT/spec.yaml; ReproduceError (one
-    line) on the first problem, before anything runs."""
+    line) on the first problem, before anything runs. `swebench`: the instance images' namespace and tag
+    (sandbox.SWEBenchImages; unset, each row's own `image`)."""
     arms = [_read_arm(path) for path in arm_files]
     claim_arm = arms[0]
     if claim_arm.model.kind == "oracle":
@@ -123,15 +132,16 @@ def prepare(preset, *, arm_files: list[Path], dataset: Path, leaf_checkout: Path
     suite_path = directory / "suite.jsonl"
     _write_atomic(suite_path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in benchmark + fresh_rows))
     options = _sandbox_options(backend, images)
-    tasks = _load_tasks(suite_path, options, {row["instance_id"] for row in fresh_rows}, dataset, fresh)
+    tasks = _load_tasks(suite_path, options, {row["instance_id"] for row in fresh_rows}, dataset, fresh, swebench)
     images_path = directory / "images.lock.json"
     _lock(tasks, backend, images, images_path)
-    spec = _spec(preset, raw_arms, suite_path.resolve(), images_path.resolve(), backend, full)
+    spec = _spec(preset, raw_arms, suite_path.resolve(), images_path.resolve(), backend, full, swebench)
     spec_path = directory / "spec.yaml"
     _write_spec(spec, spec_path)
     return Prepared(preset=preset, out=directory, spec_path=spec_path, suite_path=suite_path,
                     images_path=images_path, claim_arm=claim_arm.model.name, arms=[a.model.name for a in arms],
-                    benchmark_tasks=len(benchmark), fresh_tasks=len(fresh_rows), early_stop=not full)
+                    benchmark_tasks=len(benchmark), fresh_tasks=len(fresh_rows), early_stop=not full,
+                    dataset_source=_dataset_source(dataset))
 
 
 # --- the inputs ----------------------------------------------------------------------------------------------
@@ -315,11 +325,11 @@ def _sandbox_options(backend: str, images: Path | None):
     return sandbox_options("host", None, False, backend, images)  # exits 2 with its own line when unusable
 
 
-def _load_tasks(suite_path: Path, options, fresh_ids: set[str], dataset: Path, fresh: Path | None):
+def _load_tasks(suite_path: Path, options, fresh_ids: set[str], dataset: Path, fresh: Path | None, swebench=None):
     from sandbox import SuiteError, load_suite
 
     try:
-        suite = load_suite(str(suite_path), cache_dir=options.cache_dir)
+        suite = load_suite(str(suite_path), cache_dir=options.cache_dir, swebench_images=swebench)
     except SuiteError as exc:
         raise ReproduceError(str(exc)) from None
     if suite.errors:
@@ -385,7 +395,8 @@ def _check_lock_covers(tasks, images: Path) -> None:
 
 # --- the spec ------------------------------------------------------------------------------------------------
 
-def _spec(preset, arms: list[dict[str, Any]], suite: Path, images: Path, backend: str, full: bool) -> dict[str, Any]:
+def _spec(preset, arms: list[dict[str, Any]], suite: Path, images: Path, backend: str, full: bool,
+          swebench=None) -> dict[str, Any]:
     """The run spec: the vendor's settings, every instance, the claim, and (unless `full`) the early stop once the
     claim's verdict is settled."""
     settings = preset.settings
@@ -395,6 +406,8 @@ def _spec(preset, arms: list[dict[str, Any]], suite: Path, images: Path, backend
         "workers": settings.workers, "max_attempts": settings.max_attempts, "task_order_seed": settings.task_order_seed,
         "budgets": settings.budgets.model_dump(exclude_none=True),
         "sandbox": {"backend": backend, "images": str(images)}, "arms": arms, "claim": claim.model_dump(mode="json")}
+    if swebench is not None and (chosen := swebench.model_dump(exclude_none=True)):
+        spec["swebench"] = chosen  # the run names the instances' images as they were locked
     if not full:
         spec["decide"] = {"reaches": {"arm": claim.arm, "avg_at_k": claim.avg_at_k, "tolerance": claim.tolerance,
                                       "tasks": "seen"}, "alpha": claim.alpha}
@@ -455,6 +468,7 @@ def _print_prepared(prepared: Prepared, *, as_json: bool, run: bool) -> None:
     fresh = f" + {prepared.fresh_tasks} fresh" if prepared.fresh_tasks else ""
     lines = [f"wrote {prepared.spec_path} ({claim.benchmark}: {prepared.benchmark_tasks} instances{fresh}; arms: "
              f"{', '.join(prepared.arms)}), {prepared.suite_path}, {prepared.images_path}",
+             *_source_lines(prepared.dataset_source),
              f"claim: {_percent(claim.avg_at_k)} Avg@{claim.k}{pass_at} by {prepared.claim_arm}; "
              + ("the run stops once the verdict is settled (--full runs every instance)" if prepared.early_stop
                 else "every instance runs (--full)"),
@@ -464,6 +478,39 @@ def _print_prepared(prepared: Prepared, *, as_json: bool, run: bool) -> None:
         lines.append(f"run it: leafcost run {prepared.spec_path} (or add --run)")
     for line in lines:
         typer.echo(clean(line), err=as_json)
+
+
+def _dataset_source(dataset: Path) -> dict[str, Any] | None:
+    """Where --dataset's rows came from, as `leafcost swebench export` recorded it beside them (ROWS.source.json),
+    and whether the rows are still the ones it wrote (rows_match); None when there is no such record."""
+    import hashlib
+
+    from pydantic import ValidationError
+
+    from sandbox.swebench_dataset import ExportSource, source_path
+
+    recorded = source_path(dataset)
+    if not recorded.is_file():
+        return None
+    try:
+        source = ExportSource.model_validate_json(recorded.read_bytes())
+    except (ValidationError, OSError) as exc:
+        raise ReproduceError(f"--dataset {dataset}: {recorded.name} beside it is not an export record "
+                             f"({str(exc).splitlines()[0]}): remove it or export the rows again") from None
+    return {"dataset": source.name, "split": source.split, "revision": source.revision, "commit": source.commit,
+            "rows": source.rows, "rows_match": hashlib.sha256(dataset.read_bytes()).hexdigest() == source.rows_sha256,
+            "record": str(recorded)}
+
+
+def _source_lines(source: dict[str, Any] | None) -> list[str]:
+    if source is None:
+        return []
+    at = source["commit"] or source["revision"]
+    line = f"dataset: {source['dataset']}" + (f" ({source['split']})" if source["split"] else "") + (
+        f" at {at}" if at else "") + f", {source['rows']} rows when exported ({source['record']})"
+    if not source["rows_match"]:
+        line += "; the rows differ from the export's: they were changed after it"
+    return [line]
 
 
 def _run_claim(prepared: Prepared, db: Path | None, as_json: bool) -> int:

@@ -335,3 +335,31 @@ def test_run_runs_the_spec_and_prints_the_claims_verdict(inputs, instance_images
                                       for body in requests)  # Leaf's prompt, from the checkout
     assert all(body["temperature"] == 0.6 and body["chat_template_kwargs"] == {"enable_thinking": True}
                for body in requests)
+
+
+def test_instance_images_by_namespace_and_tag_and_the_datasets_export_record(inputs, instance_images, tmp_path):
+    """--swebench-namespace/--swebench-tag name every instance's image (locked by those names, kept in the spec as
+    `swebench:`); the record `leafcost swebench export` wrote beside --dataset is printed, with whether the rows are
+    still the ones it wrote."""
+    exported = tmp_path / "verified.jsonl"
+    assert leafcost("swebench", "export", str(ROWS), "--out", str(exported), cwd=tmp_path).returncode == 0
+    done = leafcost(*inputs.args("--swebench-namespace", "swebench", "--swebench-tag", "latest", "--json",
+                                 dataset=exported), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    spec = load_run_spec(document["spec"])
+    assert (spec.swebench.namespace, spec.swebench.tag) == ("swebench", "latest")
+    assert sorted(json.loads(Path(spec.sandbox.images).read_text())["tasks"]) == sorted(FIXTURE_IDS)
+    source = document["dataset_source"]
+    assert (source["dataset"], source["rows"], source["rows_match"]) == (str(ROWS.resolve()), 4, True)
+    assert source["record"] == str(exported.with_suffix(".source.json"))
+
+    exported.write_text(exported.read_text().replace("srclayout", "srclayout", 1) + "\n")  # one byte more
+    changed = leafcost(*inputs.args("--images", str(spec.sandbox.images), dataset=exported), cwd=tmp_path)
+    assert changed.returncode == 0, changed.stderr
+    assert "4 rows when exported" in changed.stdout and "the rows differ from the export's" in changed.stdout
+
+    assert refused(leafcost(*inputs.args("--swebench-tag", "bad tag!"), cwd=tmp_path)).startswith(
+        "leafcost: --swebench-tag 'bad tag!': String should match pattern")
+    line = refused(leafcost(*inputs.args("--swebench-namespace", "localhost:1/mirror"), cwd=tmp_path))
+    assert "image localhost:1/mirror/sweb.eval.x86_64.leafcost-fixtures_1776_" in line
