@@ -125,6 +125,21 @@ def claim_task_mask(task_ids: Sequence[str], dates: Mapping[str, datetime | date
     return np.array([not _after(dates.get(task), released) for task in task_ids], dtype=bool)
 
 
+def reaches_task_mask(spec, tasks: Sequence) -> np.ndarray | None:
+    """Which of `tasks` (sandbox Tasks, in run order) the spec's `decide.reaches` question reads: with `tasks: seen`
+    its arm's claim tasks (claim_task_mask), else None (every task). ValueError when every task is fresh for the arm:
+    the claim could never be judged (the runner and the plan both refuse such a run)."""
+    question = spec.decide.reaches if spec.decide is not None else None
+    if question is None or question.tasks != "seen":
+        return None
+    released = next(arm.released for arm in spec.arms if arm.name == question.arm)
+    mask = claim_task_mask([t.task_id for t in tasks], {t.task_id: t.created_at for t in tasks}, released)
+    if not mask.any():
+        raise ValueError(f"decide.reaches.tasks: seen, but every task is fresh for arm {question.arm} (created after "
+                         f"its released: {released}): set tasks: all or add tasks it may have seen")
+    return mask
+
+
 def _after(created: datetime | date | None, released: date) -> bool:
     if created is None:
         return False

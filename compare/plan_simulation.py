@@ -42,29 +42,32 @@ class SimulatedRun:
 
 def simulate_sequential(config: DecideConfig, sample_tasks: TaskSampler, total_tasks: int, seeds: int,
                         rng: np.random.Generator, runs: int = DEFAULT_SIMULATIONS, *, workers: int,
-                        arm_count: int | None = None) -> list[SimulatedRun]:
+                        arm_count: int | None = None, reaches_tasks: np.ndarray | None = None) -> list[SimulatedRun]:
     """`runs` sequential runs of a suite of `total_tasks` tasks: each draws its tasks with `sample_tasks(rng,
     total_tasks)` (in run order), then goes in rounds of config.round_size(workers, arm_count, seeds) tasks
     (arm_count None: the sampler's arms), looking after each round with compare.decision.look and stopping where
     compare.decision.after_look stops the runner (decided, out of reach, at the budget, no task left). An arm's
-    spend so far is its drawn spent_usd pro rata to the tasks run."""
+    spend so far is its drawn spent_usd pro rata to the tasks run. `reaches_tasks`: which of the total_tasks (in
+    run order) a `reaches` question with `tasks: seen` reads, as the runner passes them to look (None: every task)."""
     if total_tasks < 1 or runs < 1:
         raise ValueError(f"total_tasks ({total_tasks}) and runs ({runs}) must be at least 1")
     results = []
     for _ in range(runs):
         drawn = sample_tasks(rng, total_tasks)
         size = config.round_size(workers, arm_count or len(drawn), seeds)
-        results.append(_one_run(config, drawn, total_tasks, size))
+        results.append(_one_run(config, drawn, total_tasks, size, reaches_tasks))
     return results
 
 
-def _one_run(config: DecideConfig, drawn: dict[str, ArmTasks], total: int, size: int) -> SimulatedRun:
+def _one_run(config: DecideConfig, drawn: dict[str, ArmTasks], total: int, size: int,
+             reaches_tasks: np.ndarray | None = None) -> SimulatedRun:
     done, number, previous = 0, 0, None
     while True:
         done = min(done + size, total)
         data = {name: _first(arm, done) for name, arm in drawn.items()}
         number += 1
-        previous = look(config, data, look_number=number, total_tasks=total, previous=previous)
+        previous = look(config, data, look_number=number, total_tasks=total, previous=previous,
+                        reaches_tasks=reaches_tasks)
         spent = {name: arm.spent_usd for name, arm in data.items()}
         action, _ = after_look(config, previous, spent=spent, round_tasks=size)  # as the runner stops
         if action != "continue":

@@ -115,9 +115,9 @@ def make_plan(spec: RunSpec, *, db: Path | None, pilot: str | None, target: str 
     """The plan of `spec`: its suite's tasks, each arm's source (pilot, ledger, priors), the predictions, the
     decide Monte Carlo when the spec asks a question, and the target when one is given."""
     parsed_target = parse_target(target, spec)
-    tasks, tasks_note = suite_tasks(spec)
+    tasks, tasks_note, seen = suite_tasks_and_seen(spec)
     samples = arm_samples(spec, db, pilot)
-    return plan_from_samples(spec, samples, tasks, tasks_note, parsed_target, simulations)
+    return plan_from_samples(spec, samples, tasks, tasks_note, parsed_target, simulations, reaches_tasks=seen)
 
 
 def plan_for_run(spec: RunSpec, db: Path | None, *, record: bool) -> PlanDocument | None:
@@ -136,8 +136,8 @@ def plan_for_run(spec: RunSpec, db: Path | None, *, record: bool) -> PlanDocumen
         if not record:
             size = config.round_size(spec.workers, len(spec.arms), spec.seeds)
             return plan_from_samples(spec.model_copy(update={"decide": None}), samples, size, None)
-        tasks, tasks_note = suite_tasks(spec)
-        document = plan_from_samples(spec, samples, tasks, tasks_note, None, RUN_SIMULATIONS)
+        tasks, tasks_note, seen = suite_tasks_and_seen(spec)
+        document = plan_from_samples(spec, samples, tasks, tasks_note, None, RUN_SIMULATIONS, reaches_tasks=seen)
     except PlanError:
         return None
     if document.decide is not None:
@@ -192,25 +192,44 @@ def parse_target(target: str | None, spec: RunSpec) -> tuple[str, float | None] 
 
 def suite_tasks(spec: RunSpec) -> tuple[int | None, str | None]:
     """The run's task count (the suite after tasks/limit, in the runner's order), or None and why not."""
+    tasks, note, _ = suite_tasks_and_seen(spec)
+    return tasks, note
+
+
+def suite_tasks_and_seen(spec: RunSpec) -> tuple[int | None, str | None, np.ndarray | None]:
+    """suite_tasks, and for a `decide.reaches` with `tasks: seen` which of those tasks (in the runner's order) the
+    question reads, as the runner marks them (None: every task, or the suite could not be read)."""
     from compare.runner import RunError, task_order
     from sandbox import SandboxOptions, load_suite
 
     try:
         suite = load_suite(spec.suite, cache_dir=SandboxOptions().cache_dir, swebench_images=spec.swebench)
-        return len(task_order(suite, spec)), None
+        ordered = task_order(suite, spec)
     except (ValueError, RunError, OSError) as exc:
         fallback = spec.limit or (len(spec.tasks) if spec.tasks else None)
         why = f"suite {spec.suite!r} could not be loaded here ({exc})"
         return fallback, why + (f": planning for {fallback} tasks (limit/tasks)" if fallback else
-                                ": set limit: N in the spec to plan for N tasks")
+                                ": set limit: N in the spec to plan for N tasks"), None
+    return len(ordered), None, _seen_mask(spec, ordered)
+
+
+def _seen_mask(spec: RunSpec, tasks: list) -> np.ndarray | None:
+    from compare.claim_check import reaches_task_mask
+
+    try:
+        return reaches_task_mask(spec, tasks)
+    except ValueError as exc:  # every task fresh: the runner refuses this run for the same reason
+        raise PlanError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------------ predictions
 
 def plan_from_samples(spec: RunSpec, samples: dict[str, ArmSample], tasks: int | None, tasks_note: str | None,
                       target: tuple[str, float | None] | None = None,
-                      simulations: int = DEFAULT_SIMULATIONS) -> PlanDocument:
-    """The plan from each arm's sample (arms missing from `samples` have no estimate) for a run of `tasks` tasks."""
+                      simulations: int = DEFAULT_SIMULATIONS, *, reaches_tasks: np.ndarray | None = None
+                      ) -> PlanDocument:
+    """The plan from each arm's sample (arms missing from `samples` have no estimate) for a run of `tasks` tasks.
+    `reaches_tasks`: which of them (in run order) a `reaches` question with `tasks: seen` reads (None: all)."""
     if tasks is None or tasks < 1:
         raise PlanError(f"{tasks_note or 'the suite has no tasks'}")
     k = spec.seeds
@@ -240,7 +259,7 @@ def plan_from_samples(spec: RunSpec, samples: dict[str, ArmSample], tasks: int |
     decide, target_plan = None, None
     simulated: dict[str, tuple[list[SimulatedRun] | None, str | None]] = {}  # by question and budget: run once
     if spec.decide is not None:
-        decide, why = _decide_plan(spec, spec.decide, prepared, tasks, simulations, simulated)
+        decide, why = _decide_plan(spec, spec.decide, prepared, tasks, simulations, simulated, reaches_tasks)
         if why:
             assumptions.append(why)
     if target is not None:
@@ -413,16 +432,17 @@ def _question_arms(config: DecideConfig) -> tuple[list[str], list[str]]:
 
 
 def _simulate(spec: RunSpec, config: DecideConfig, prepared: dict[str, PreparedArm], tasks: int, simulations: int,
-              simulated: dict[str, tuple[list[SimulatedRun] | None, str | None]]
-              ) -> tuple[list[SimulatedRun] | None, str | None]:
+              simulated: dict[str, tuple[list[SimulatedRun] | None, str | None]],
+              reaches_tasks: np.ndarray | None = None) -> tuple[list[SimulatedRun] | None, str | None]:
     key = config.model_dump_json()
     if key not in simulated:
-        simulated[key] = _simulate_once(spec, config, prepared, tasks, simulations)
+        simulated[key] = _simulate_once(spec, config, prepared, tasks, simulations, reaches_tasks)
     return simulated[key]
 
 
 def _simulate_once(spec: RunSpec, config: DecideConfig, prepared: dict[str, PreparedArm], tasks: int,
-                   simulations: int) -> tuple[list[SimulatedRun] | None, str | None]:
+                   simulations: int, reaches_tasks: np.ndarray | None = None
+                   ) -> tuple[list[SimulatedRun] | None, str | None]:
     needed, costed = _question_arms(config)
     missing = [name for name in needed if name not in prepared]
     if missing:
@@ -436,7 +456,7 @@ def _simulate_once(spec: RunSpec, config: DecideConfig, prepared: dict[str, Prep
     sampler = resampling_sampler([prepared[arm.name] for arm in spec.arms if arm.name in prepared], spec.seeds)
     rng = np.random.default_rng(SIMULATION_SEED)
     runs = simulate_sequential(config, sampler, tasks, spec.seeds, rng, simulations, workers=spec.workers,
-                               arm_count=len(spec.arms))
+                               arm_count=len(spec.arms), reaches_tasks=reaches_tasks)
     return runs, None
 
 
@@ -467,8 +487,8 @@ def _shrunk_cost_effect(prepared: dict[str, PreparedArm], a: str, b: str) -> dic
 
 
 def _decide_plan(spec: RunSpec, config: DecideConfig, prepared: dict[str, PreparedArm], tasks: int, simulations: int,
-                 simulated: dict) -> tuple[DecidePlan | None, str | None]:
-    runs, why = _simulate(spec, config, prepared, tasks, simulations, simulated)
+                 simulated: dict, reaches_tasks: np.ndarray | None = None) -> tuple[DecidePlan | None, str | None]:
+    runs, why = _simulate(spec, config, prepared, tasks, simulations, simulated, reaches_tasks)
     if runs is None:
         return None, why
     verdicts: dict[str, dict[str, float]] = {}

@@ -311,18 +311,13 @@ class Runner:
     def _reaches_tasks(self, tasks: list[Task]) -> frozenset[str] | None:
         """The tasks a `reaches: {tasks: seen}` question reads: those not fresh for its arm (None: every task);
         refused when every task is fresh (the claim could never be judged)."""
-        question = self.spec.decide.reaches if self.spec.decide is not None else None
-        if question is None or question.tasks != "seen":
-            return None
-        from compare.claim_check import claim_task_mask
+        from compare.claim_check import reaches_task_mask
 
-        released = next(arm.released for arm in self.spec.arms if arm.name == question.arm)
-        ids = [t.task_id for t in tasks]
-        mask = claim_task_mask(ids, {t.task_id: t.created_at for t in tasks}, released)
-        if not mask.any():
-            raise RunError(f"decide.reaches.tasks: seen, but every task is fresh for arm {question.arm} (created "
-                           f"after its released: {released}): set tasks: all or add tasks it may have seen")
-        return frozenset(task for task, seen in zip(ids, mask) if seen)
+        try:
+            mask = reaches_task_mask(self.spec, tasks)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
+        return None if mask is None else frozenset(t.task_id for t, seen in zip(tasks, mask) if seen)
 
     async def _already_settled(self, settled: Stop, episodes_per_arm: int) -> RunSummary:
         """A resumed run whose question is decided, or whose tasks are all run, has nothing left: no arm is started

@@ -21,7 +21,7 @@ from compare.decide_spec import CheaperQuestion, DecideConfig
 from compare.decision import ArmTasks
 from compare.ledger import Ledger
 from compare.plan_simulation import SimulatedRun, simulate_sequential
-from compare.plan_sources import ArmSample, prior_sample
+from compare.plan_sources import ArmSample, PlanError, prior_sample
 from compare.spec import parse_run_spec
 
 LEAFCOST = Path(sys.executable).with_name("leafcost")
@@ -398,3 +398,50 @@ def test_a_measured_sources_dollars_carry_their_standard_error_and_priors_none()
     assert a.usd["total"] == pytest.approx(costs.mean() * 100)
     with_prior = plan_from_samples(spec, {"b": prior_sample(spec, spec.arms[1], spec.plan.priors["b"])}, 100, None)
     assert with_prior.arms[1].usd_relative_se is None and with_prior.arms[1].usd["total"] is not None
+
+
+def test_simulate_sequential_judges_a_seen_only_claim_on_the_seen_tasks_alone():
+    """`reaches: {tasks: seen}`: the simulated runs pass the seen mask to look as the runner does, so a claim whose
+    seen tasks all come in the last round is never decided before it; counting every task, it is decided early."""
+    config = DecideConfig.model_validate({"reaches": {"arm": "a", "avg_at_k": 0.3, "tasks": "seen"},
+                                          "round_tasks": 10, "min_tasks": 10})
+    total = 200
+    last_round_seen = np.arange(total) >= total - 10
+    seen_only = simulate_sequential(config, truth_sampler(0.9, 0.9, 1.0, 1.0), total, 3, np.random.default_rng(3),
+                                    20, workers=4, reaches_tasks=last_round_seen)
+    every_task = simulate_sequential(config, truth_sampler(0.9, 0.9, 1.0, 1.0), total, 3, np.random.default_rng(3),
+                                     20, workers=4)
+    assert all(run.tasks == total for run in seen_only if run.action == "decided")
+    assert all(run.action == "decided" and run.tasks < total for run in every_task)
+
+
+def test_the_plan_marks_the_seen_tasks_as_the_runner_does(make_task, tmp_path):
+    from compare.planning import suite_tasks_and_seen
+
+    dated = {"old": "2024-01-10", "new": "2025-03-01", "undated": None}
+    suite = tmp_path / "tasks"
+    for name, day in dated.items():
+        make_task(name)
+        if day is not None:
+            toml = suite / name / "task.toml"
+            toml.write_text(toml.read_text() + f'\n[metadata]\ncreated_at = "{day}"\n')
+    arm = {"name": "frog", "adapter": "sglang", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+           "gpu": dict(GPU), "released": "2024-06-01"}
+    spec = parse_run_spec({"name": "seen", "suite": str(suite), "seeds": 1, "arms": [arm],
+                           "decide": {"reaches": {"arm": "frog", "avg_at_k": 0.5, "tasks": "seen"}}})
+    from compare.runner import task_order
+    from sandbox import SandboxOptions, load_suite
+
+    order = [t.task_id for t in task_order(load_suite(str(suite), cache_dir=SandboxOptions().cache_dir), spec)]
+    tasks, note, seen = suite_tasks_and_seen(spec)
+    assert (tasks, note) == (3, None)
+    assert dict(zip(order, seen.tolist())) == {"old": True, "new": False, "undated": True}
+    every = parse_run_spec({**spec.model_dump(mode="json", exclude_none=True),
+                            "decide": {"reaches": {"arm": "frog", "avg_at_k": 0.5}}})
+    assert suite_tasks_and_seen(every)[2] is None
+    too_old = parse_run_spec({**spec.model_dump(mode="json", exclude_none=True),
+                              "arms": [{**arm, "released": "2023-01-01"}]})  # only the undated task is seen
+    assert suite_tasks_and_seen(too_old)[2].sum() == 1
+    (suite / "undated").rename(tmp_path / "moved")  # now every task is fresh for the arm: refused, as the runner does
+    with pytest.raises(PlanError, match="every task is fresh for arm frog"):
+        suite_tasks_and_seen(too_old)
