@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.protocol import ExecResult
-from sandbox.shared.runner_client import ANSWER_LIMIT_BYTES
+from sandbox.shared.runner_client import ANSWER_LIMIT_BYTES, StreamStdin
 from sandbox.shared.tool_runner import STREAM_CAP_BYTES
 
 _SERVICE_START_SEC = 20.0
@@ -195,7 +195,7 @@ class RunnerStream:
     stdout: asyncio.StreamReader = field(default_factory=lambda: asyncio.StreamReader(limit=ANSWER_LIMIT_BYTES))
     stderr: bytearray = field(default_factory=bytearray)
     pump: asyncio.Task | None = None
-    writer: StdinWriter | None = None
+    writer: StreamStdin | None = None
 
     async def read(self) -> None:
         try:
@@ -234,24 +234,12 @@ class RunnerStream:
             self.pump.cancel()
 
 
-class StdinWriter:
-    """The StreamWriter face the RunnerClient writes requests to, over the exec stream's stdin."""
-
-    def __init__(self, stream: RunnerStream):
-        self._stream, self._pending = stream, bytearray()
-
-    def write(self, data: bytes) -> None:
-        self._pending += data
-
-    async def drain(self) -> None:
-        data, self._pending = bytes(self._pending), bytearray()
-        try:
-            await self._stream.stream.write_in(data)
-        except (RuntimeError, OSError, AssertionError) as exc:  # a closed stream: a broken pipe
-            raise BrokenPipeError(str(exc)) from None
-
-    def close(self) -> None:
-        asyncio.get_running_loop().create_task(self._stream.close())
+async def send_stdin(stream: RunnerStream, data: bytes) -> None:
+    """One drain of the runner's requests over the exec stream's stdin (sandbox.shared.runner_client.StreamStdin)."""
+    try:
+        await stream.stream.write_in(data)
+    except (RuntimeError, OSError, AssertionError) as exc:  # a closed stream: a broken pipe
+        raise BrokenPipeError(str(exc)) from None
 
 
 class EngineApi:
@@ -358,7 +346,7 @@ class EngineApi:
         await stream._init()  # the hijacked connection, before anything is written
         runner = RunnerStream(stream=stream, execution=execution)
         runner.pump = asyncio.get_running_loop().create_task(runner.read())
-        runner.writer = StdinWriter(runner)
+        runner.writer = StreamStdin(functools.partial(send_stdin, runner), runner.close)
         return runner
 
     async def put_directory(self, name: str, source: Path, target: str) -> None:

@@ -36,7 +36,7 @@ from sandbox.grading import verifier_network
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION, TOOL_RUNNER_PATH
 from sandbox.protocol import (BuildError, ExecResult, GitBaseline, SandboxError, SandboxOptions, SandboxSpec,
                               verifier_file)
-from sandbox.shared.runner_client import RUNNER_IN_SANDBOX, RunnerClient
+from sandbox.shared.runner_client import RUNNER_IN_SANDBOX, RunnerClient, StreamStdin
 from sandbox.shared.runner_sandbox import RunnerSandbox
 from sandbox.tasks import ComposeService, EnvironmentConfig, Task
 from sandbox.shared.tool_runner import STREAM_CAP_BYTES
@@ -322,7 +322,8 @@ class PodSandbox(RunnerSandbox):
         if (user := self._switch_to(self.user)) is not None:
             command = ["python3", "-I", "-c", _AS_USER, user, *command]
         self._stream = stream = await self.cluster.exec(self.pod, command, stdin=True)
-        self._runner = RunnerClient(stream.stdout, _StdinWriter(stream), kill=self.close,
+        stdin = StreamStdin(functools.partial(_send_stdin, stream), stream.close)
+        self._runner = RunnerClient(stream.stdout, stdin, kill=self.close,  # type: ignore[arg-type]
                                     exit_reason=self._exit_reason)
         await self._runner.hello()
 
@@ -339,26 +340,14 @@ class PodSandbox(RunnerSandbox):
             await self._stream.close()
 
 
-class _StdinWriter:
-    """The StreamWriter face RunnerClient writes requests to, over the exec stream's stdin channel."""
-
-    def __init__(self, stream: ExecStream):
-        self._stream, self._pending = stream, bytearray()
-
-    def write(self, data: bytes) -> None:
-        self._pending += data
-
-    async def drain(self) -> None:
-        data, self._pending = bytes(self._pending), bytearray()
-        try:
-            await self._stream.write(data)
-        except RuntimeError as exc:  # aiohttp's write to a socket it is closing
-            raise BrokenPipeError(str(exc)) from None
-        if self._stream.stdin_dropped:
-            raise BrokenPipeError("the tool runner's stream is closed")
-
-    def close(self) -> None:
-        asyncio.get_running_loop().create_task(self._stream.close())
+async def _send_stdin(stream: ExecStream, data: bytes) -> None:
+    """One drain of the runner's requests over the exec stream's stdin channel (runner_client.StreamStdin)."""
+    try:
+        await stream.write(data)
+    except RuntimeError as exc:  # aiohttp's write to a socket it is closing
+        raise BrokenPipeError(str(exc)) from None
+    if stream.stdin_dropped:
+        raise BrokenPipeError("the tool runner's stream is closed")
 
 
 class PodOpened:

@@ -114,3 +114,22 @@ def tool_deadline(name: str, arguments: str | dict[str, Any]) -> float:
     bash = bash_arguments(arguments) if name == "Bash" else None
     timeout = bash[1] if bash else 120.0
     return max(timeout, 1.0) + TOOL_GRACE_SEC
+
+
+class StreamStdin:
+    """The StreamWriter face RunnerClient writes requests to, over an exec stream's stdin: writes are buffered and
+    sent on drain with `send`, whose failure a backend names as a broken pipe; `close` closes the stream (a
+    coroutine, run as a task: RunnerClient's close is not awaited)."""
+
+    def __init__(self, send: Callable[[bytes], Awaitable[None]], close: Callable[[], Awaitable[None]]):
+        self._send, self._close, self._pending = send, close, bytearray()
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+
+    async def drain(self) -> None:
+        data, self._pending = bytes(self._pending), bytearray()
+        await self._send(data)
+
+    def close(self) -> None:
+        asyncio.get_running_loop().create_task(self._close())
