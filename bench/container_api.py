@@ -43,8 +43,9 @@ from sandbox.local.bwrap import PROFILE  # noqa: E402
 SWITCH = "LEAFCOST_CONTAINER_API"
 
 
-def _mode(mode: str) -> None:
-    """The container backend's engine access for the next open: "api" (the socket) or "cli"."""
+def engine_access(mode: str) -> None:
+    """The container backend's engine access for the next open: "api" (the socket) or "cli" (bench/container_tools.py
+    uses it too)."""
     if mode == "cli":
         os.environ[SWITCH] = "cli"
     else:
@@ -52,7 +53,7 @@ def _mode(mode: str) -> None:
 
 
 async def _open(task, options, mode: str):
-    _mode(mode)
+    engine_access(mode)
     opened = await open_sandbox(task, options)
     if options.backend != "local" and (opened.api is not None) != (mode == "api"):
         raise SystemExit(f"asked for the {mode} engine access but got the other one (is aiodocker installed?)")
@@ -117,7 +118,7 @@ async def measure(rounds: int, start_rounds: int) -> dict[str, list[float]]:
                 add(f"episode {mode}: runner start (first tool)",
                     await _timed(opened.sandbox.run_tool("Bash", {"command": "true"})))
                 add(f"episode {mode}: close", await _timed(opened.close()))
-    _mode("api")
+    engine_access("api")
     return times
 
 

@@ -33,8 +33,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
+from container_api import engine_access  # noqa: E402
 from container_images import ensure_toolchain_images  # noqa: E402
 from sandbox import SandboxOptions, load_suite, open_sandbox  # noqa: E402
 from sandbox.container.engine import engine  # noqa: E402
@@ -42,7 +43,6 @@ from sandbox.container.engine import engine  # noqa: E402
 QUICK_ROUNDS, QUICK_START_ROUNDS = 3, 2  # a p90 needs two values
 
 
-SWITCH = "LEAFCOST_CONTAINER_API"
 CLI = ["podman: Bash tool over the runner's exec -i stream", "podman: one `podman exec bash -lc true` per call",
        "local: Bash tool (bubblewrap)", "podman: open + close a sandbox", "local: open + close a sandbox"]
 API = ["podman API: Bash tool over the runner's API exec stream", "podman API: one API exec of bash -lc true per call",
@@ -97,20 +97,12 @@ async def measure(rounds: int, start_rounds: int) -> tuple[dict[str, list[float]
             turn = index % len(starts)
             for into, label, options, mode in starts[turn:] + starts[:turn]:
                 into[label].append(await _timed(_open_close(task, options, mode)))
-    _mode("api")
+    engine_access("api")
     return times, (api_times if has_api else None)
 
 
-def _mode(mode: str) -> None:
-    """The container backend's engine access for the next open: "api" (the socket) or "cli"."""
-    if mode == "cli":
-        os.environ[SWITCH] = "cli"
-    else:
-        os.environ.pop(SWITCH, None)
-
-
 async def _open(task, options, mode: str):
-    _mode(mode)
+    engine_access(mode)
     return await open_sandbox(task, options)
 
 
