@@ -432,6 +432,8 @@ class Runner:
         try:
             await work
         except asyncio.CancelledError:
+            if work.cancelled():  # also when the cancel came before run_attempt began, so it could not say so
+                outcome.cancelled = True
             stopped_by_arm = work.cancelled() and key.arm in self.stopped and not _cancelling()
             if not stopped_by_arm:
                 raise

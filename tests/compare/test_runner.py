@@ -354,3 +354,48 @@ def test_a_new_run_numbers_its_attempts_without_asking_the_ledger(suite, tmp_pat
     assert summary.status == "finished" and summary.arms[0].done == 4
     episodes = rows(db, "select attempt, status, final from episodes")
     assert sorted((e["attempt"], e["status"], e["final"]) for e in episodes) == [(1, "finished", True)] * 4
+
+
+class _CancelAsItStarts:
+    """The arm's gates, but the first attempt's task is cancelled the moment it exists, before run_attempt has run
+    one line of it: a Ctrl-C (`stop` None: the worker itself is cancelled) or the arm's stop landing right then."""
+
+    def __init__(self, gates, stop: str | None):
+        self._gates, self._stop, self._done = gates, stop, False
+
+    def track(self, arm: str, task: asyncio.Task) -> None:
+        self._gates.track(arm, task)
+        if not self._done:
+            self._done = True
+            if self._stop is None:
+                asyncio.current_task().cancel()  # the worker: its `await` cancels the attempt before it begins
+            else:
+                self._gates.stop(arm, self._stop)
+
+    def __getattr__(self, name: str):
+        return getattr(self._gates, name)
+
+
+@pytest.mark.parametrize("stop", [None, "stopped by a test"])
+def test_an_attempt_cancelled_before_it_began_is_recorded_cancelled_and_not_final(suite, tmp_path, stop):
+    # Found by CI: a Ctrl-C landing between an attempt's task being made and its first step left a final
+    # "infrastructure_error" that was neither cancelled nor an error, so the resume skipped the key.
+    db = tmp_path / "ledger.duckdb"
+    spec = spec_for(suite, "x", seeds=1, tasks=["calc-a"], workers=1,
+                    arms=[{"name": "oracle", "adapter": "oracle"}])
+    ledger = Ledger.open(db)
+    try:
+        runner = Runner(spec, ledger, db_path=db)
+        runner.gates = _CancelAsItStarts(runner.gates, stop)
+        if stop is None:
+            with pytest.raises(asyncio.CancelledError):
+                asyncio.run(runner.run())
+        else:
+            assert asyncio.run(runner.run()).arms[0].done == 0
+    finally:
+        ledger.close()
+    episodes = rows(db, "select exit_reason, infra_error, final from episodes")
+    assert [(e["exit_reason"], e["infra_error"], e["final"]) for e in episodes] == [("cancelled", True, False)]
+    if stop is None:  # the resume runs the key the cancel left
+        summary = run(spec, db, run_id=runner.run_id)
+        assert (summary.arms[0].done, summary.arms[0].resolved) == (1, 1)
