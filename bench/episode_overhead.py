@@ -211,7 +211,7 @@ def _patch(clock: _Clock) -> None:
     wrap_attr(environment.LocalOpened, "start_verifier", "verify: verifier's sandbox, /tests copy")
     wrap_attr(grading, "capture_patch", "verify: patch capture (git)")
     wrap_attr(grading, "restore_repository", "verify: git restore")
-    wrap_attr(grading, "prepare_repository", "verify: capture + restore + git add (one exec)")
+    wrap_attr(grading, "prepare_repository", "verify: capture + restore + git add + test.sh (one exec)")
     wrap_attr(grading, "_run_verifier", "verify: test.sh (+ git add)")
     wrap_attr(grading, "read_reward", "verify: reward read")
     if hasattr(grading, "write_file"):

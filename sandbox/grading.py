@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import math
+import shlex
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -81,12 +82,13 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
     swebench = task.swebench
     baseline = opened.git_baseline if swebench is None and task.config.verifier_mode != "separate" else None
     prepared = (False, False)  # (restored, staged) by the one-exec path
+    tested: ExecResult | None = None  # test.sh's result, where it ran in that same exec
     try:
         if capture or swebench is not None:
             await opened.quiesce()
             if _one_exec(opened, baseline):
                 assert baseline is not None
-                patch, patch_error, prepared = await prepare_repository(opened.sandbox, baseline)
+                patch, patch_error, prepared, tested = await prepare_repository(opened.sandbox, baseline, task)
             else:
                 patch, patch_error = await capture_patch(opened.sandbox, opened.git_baseline)
         else:
@@ -95,17 +97,28 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
             grade = GradeResult(resolved=False, reward=None, error=GradeErrorKind.PATCH_UNAVAILABLE,
                                 detail=f"no patch to grade: {patch_error}", seconds=0.0)
             return Verification(patch=patch, patch_error=patch_error, grade=grade)
-        await opened.start_verifier()
-        if swebench is not None and patch:
-            await write_file(opened.sandbox, swebench_grading.PATCH_PATH, patch.encode(), user="root")
-        restored, staged = prepared
-        if baseline is not None and not restored and (failed := await restore_repository(opened.sandbox, baseline)):
-            grade = GradeResult(resolved=False, reward=None, error=GradeErrorKind.GIT_RESTORE_FAILED,
-                                detail=failed, seconds=0.0)
-            return Verification(patch=patch, patch_error=patch_error, grade=grade)
-        result = await _run_verifier(opened.sandbox, task, opened.verifier_user, None if staged else baseline)
+        if tested is not None:  # test.sh ran in that same exec, in the verifier's sandbox capture ran in
+            result = tested
+        else:
+            await opened.start_verifier()
+            if swebench is not None and patch:
+                await write_file(opened.sandbox, swebench_grading.PATCH_PATH, patch.encode(), user="root")
+            restored, staged = prepared
+            if baseline is not None and not restored and (
+                    failed := await restore_repository(opened.sandbox, baseline)):
+                grade = GradeResult(resolved=False, reward=None, error=GradeErrorKind.GIT_RESTORE_FAILED,
+                                    detail=failed, seconds=0.0)
+                return Verification(patch=patch, patch_error=patch_error, grade=grade)
+            result = await _run_verifier(opened.sandbox, task, opened.verifier_user, None if staged else baseline)
     finally:
         await opened.stop()
+    return await _verdict(opened, task, result, patch, patch_error)
+
+
+async def _verdict(opened: OpenedSandbox, task: Task, result: ExecResult, patch: str,
+                   patch_error: str | None) -> Verification:
+    """The grade from test.sh's result and what it wrote, read once its sandbox is stopped."""
+    swebench = task.swebench
     tail = (result.stdout + "\n" + result.stderr).strip()[-2000:]
     if result.timed_out:
         reward, error, document = None, GradeErrorKind.VERIFIER_TIMEOUT, None
@@ -146,18 +159,29 @@ async def capture_patch(sandbox: Sandbox, baseline: GitBaseline | None) -> tuple
     return result.stdout, None
 
 
-async def prepare_repository(sandbox: Sandbox, baseline: GitBaseline
-                             ) -> tuple[str, str | None, tuple[bool, bool]]:
+async def prepare_repository(sandbox: Sandbox, baseline: GitBaseline, task: Task | None = None
+                             ) -> tuple[str, str | None, tuple[bool, bool], ExecResult | None]:
     """`capture_patch`, `restore_repository` and the stage before test.sh in one exec (`git_safe.prepare_command`),
-    where the capture sandbox is already the verifier's and one user runs everything: (patch, why it is missing,
-    (restored, staged)). A part that did not finish is left to the separate calls, which `verify` then makes."""
+    where the capture sandbox is already the verifier's and one user runs everything; with `task`, on a sandbox that
+    runs two commands in one (`exec_then`: the local backend), test.sh too: (patch, why it is missing, (restored,
+    staged), test.sh's result or None). A part that did not finish is left to the separate calls, which `verify`
+    then makes."""
     marker = f"leafcost-{uuid.uuid4().hex}"
-    result = await sandbox.exec(git_safe.prepare_command(baseline, marker), timeout=3 * PATCH_TIMEOUT_SEC)
+    exec_then = getattr(sandbox, "exec_then", None) if task is not None else None
+    tested = None
+    if exec_then is not None:
+        assert task is not None
+        test = _test_command(task, baseline)
+        result, tested = await exec_then(git_safe.prepare_command(baseline, marker, then=test),
+                                         timeout=3 * PATCH_TIMEOUT_SEC, marker=marker,
+                                         then_timeout=task.config.verifier.timeout_sec)
+    else:
+        result = await sandbox.exec(git_safe.prepare_command(baseline, marker), timeout=3 * PATCH_TIMEOUT_SEC)
     capture_errors, captured, restore_output, restored = git_safe.prepared_parts(result.stderr, marker)
     if captured is None:
         why = (f"patch capture ran longer than {3 * PATCH_TIMEOUT_SEC:g}s" if result.timed_out
                else f"patch capture failed (exit {result.exit_code}): {capture_errors.strip()[-500:]}")
-        return "", why, (False, False)
+        return "", why, (False, False), None
     if captured != 0:
         patch, patch_error = "", f"patch capture failed (exit {captured}): {capture_errors.strip()[-500:]}"
     elif result.truncated_bytes:
@@ -165,8 +189,8 @@ async def prepare_repository(sandbox: Sandbox, baseline: GitBaseline
     else:
         patch, patch_error = result.stdout, None
     if restored != 0:  # not finished, or failed: the separate restore says why (or does it)
-        return patch, patch_error, (False, False)
-    return patch, patch_error, (True, result.ok)
+        return patch, patch_error, (False, False), None
+    return patch, patch_error, (True, tested is not None or result.ok), tested
 
 
 def _one_exec(opened: OpenedSandbox, baseline: GitBaseline | None) -> bool:
@@ -201,16 +225,29 @@ async def restore_repository(sandbox: Sandbox, baseline: GitBaseline) -> str | N
 async def _run_verifier(sandbox: Sandbox, task: Task, user: str | None,
                         baseline: GitBaseline | None) -> ExecResult:
     started = time.monotonic()
+    if task.swebench is None and baseline is not None:
+        await sandbox.exec(git_safe.stage_command(baseline), timeout=PATCH_TIMEOUT_SEC, user=user)
+    result = await sandbox.exec("bash /tests/test.sh", timeout=task.config.verifier.timeout_sec,
+                                env=verifier_env(task), user=user)
+    return result.model_copy(update={"seconds": time.monotonic() - started})
+
+
+def verifier_env(task: Task) -> dict[str, str]:
+    """test.sh's environment on top of the sandbox's: the task's verifier.env, and outside SWE-bench a bytecode
+    cache of the verifier's own. Python validates .pyc files by mtime (whole seconds) and size: an edit made within
+    the second of an earlier import, keeping the size, would be graded on stale bytecode. (SWE-bench's verifier is a
+    fresh container, run exactly as SWE-bench's harness runs it.)"""
     env = resolve_host_values(task.config.verifier.env, "verifier.env")
     if task.swebench is None:
-        if baseline is not None:
-            await sandbox.exec(git_safe.stage_command(baseline), timeout=PATCH_TIMEOUT_SEC, user=user)
-        # Python validates .pyc files by mtime (whole seconds) and size: an edit made within the second of an
-        # earlier import, keeping the size, would be graded on stale bytecode. The verifier gets a bytecode cache
-        # of its own. (SWE-bench's verifier is a fresh container, run exactly as SWE-bench's harness runs it.)
         env = {"PYTHONPYCACHEPREFIX": f"/tmp/leafcost-verifier-{uuid.uuid4().hex}", **env}
-    result = await sandbox.exec("bash /tests/test.sh", timeout=task.config.verifier.timeout_sec, env=env, user=user)
-    return result.model_copy(update={"seconds": time.monotonic() - started})
+    return env
+
+
+def _test_command(task: Task, baseline: GitBaseline) -> str:
+    """test.sh as `_run_verifier` runs it, as the last command of the one exec: its environment given by `env`
+    (the stage before it keeps the sandbox's, as the separate stage does)."""
+    assignments = [shlex.quote(f"{key}={value}") for key, value in verifier_env(task).items()]
+    return f"env -- {' '.join(assignments)} bash /tests/test.sh" if assignments else "bash /tests/test.sh"
 
 
 async def read_reward(read: Callable[[str, int], Awaitable[bytes | None]]

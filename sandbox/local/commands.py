@@ -15,8 +15,7 @@ import asyncio
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sandbox.local.bwrap import DEFAULT_PATH, SANDBOX_UID, Mount, bwrap_command, require_isolation
@@ -60,6 +59,21 @@ class CommandSandbox:
     async def exec(self, command: str, *, timeout: float, cwd: str | None = None,
                    env: dict[str, str] | None = None, user: str | None = None, login: bool = False) -> ExecResult:
         """`command` under `bash -c` (`-lc` with `login`), as the tool runner runs it, in a bubblewrap of its own."""
+        first, _ = await self._exec(command, timeout, cwd, env, user, login, None, 0.0)
+        return first
+
+    async def exec_then(self, command: str, *, timeout: float, marker: str, then_timeout: float,
+                        env: dict[str, str] | None = None) -> tuple[ExecResult, ExecResult | None]:
+        """One bubblewrap for two commands, told apart by `marker`: `command` prints the line `marker` on stdout and
+        on stderr, then `exec`s the second one. (what came before the marker on each stream, what came after), each
+        capped and timed on its own: `timeout` until the marker reaches the host, `then_timeout` from then on; the
+        second is None when no marker came. The first marker on a stream is the only one read, so nothing the
+        second command prints can move the split; its exit status is bubblewrap's."""
+        return await self._exec(command, timeout, None, env, None, False, marker.encode(), then_timeout)
+
+    async def _exec(self, command: str, timeout: float, cwd: str | None, env: dict[str, str] | None,
+                    user: str | None, login: bool, marker: bytes | None,
+                    then_timeout: float) -> tuple[ExecResult, ExecResult | None]:
         if user is not None:
             raise SandboxError(f"the local backend runs every command as uid {SANDBOX_UID}; cannot run as {user!r}")
         async with self._lock:
@@ -69,23 +83,36 @@ class CommandSandbox:
                                  network=self._network, options=self._options, mounts=self._mounts,
                                  memory_mb=self._memory_mb, scratch=self._scratch,
                                  command=["/bin/bash", "-lc" if login else "-c", command])
-            return await self._run(argv, timeout)
+            return await self._run(argv, timeout, marker, then_timeout)
 
-    async def _run(self, argv: list[str], timeout: float) -> ExecResult:
-        started = time.monotonic()
+    async def _run(self, argv: list[str], timeout: float, marker: bytes | None,
+                   then_timeout: float) -> tuple[ExecResult, ExecResult | None]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         process = await asyncio.create_subprocess_exec(
             *self.limits.wrap(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={"PATH": DEFAULT_PATH}, cwd="/", start_new_session=True)
         self._process = process
         assert process.stdout is not None and process.stderr is not None
-        streams = [_Capped(), _Capped()]
-        reading = asyncio.gather(streams[0].read(process.stdout), streams[1].read(process.stderr), process.wait())
+        marked = asyncio.Event()
+        out, err = _Split(marker, marked.set), _Split(marker, None)
+        reading = asyncio.ensure_future(asyncio.gather(out.read(process.stdout), err.read(process.stderr),
+                                                       process.wait()))
+        deadline, second_started = started + timeout, None
+        waiting: set[asyncio.Future] = {reading, asyncio.ensure_future(marked.wait())}
         try:
-            await asyncio.wait_for(asyncio.shield(reading), timeout)
-            finished = True
-        except asyncio.TimeoutError:
-            finished = False
+            while not reading.done():
+                done, _ = await asyncio.wait(waiting, timeout=max(0.0, deadline - loop.time()),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    break
+                if second_started is None and marked.is_set():  # the second command's own time starts now
+                    second_started, deadline = loop.time(), loop.time() + then_timeout
+                    waiting = {reading}
         finally:
+            for waiter in waiting - {reading}:
+                waiter.cancel()
+            finished = reading.done()
             if process.returncode is None:
                 _kill(process)
             try:  # bubblewrap's end takes every process of the command with it: the pipes close
@@ -94,11 +121,12 @@ class CommandSandbox:
                 raise SandboxError(f"a verifier command outlived its sandbox by {_KILL_SECONDS:g}s") from None
             finally:
                 self._process = None
-        out, err = streams
-        return ExecResult(exit_code=process.returncode if finished else None,
-                          stdout=out.data.decode("utf-8", "replace"), stderr=err.data.decode("utf-8", "replace"),
-                          timed_out=not finished, seconds=round(time.monotonic() - started, 3),
-                          truncated_bytes=out.dropped + err.dropped)
+        ended = loop.time()
+        if second_started is None:
+            return out.result(0, err, process.returncode if finished else None, not finished, ended - started), None
+        first = out.result(0, err, 0, False, second_started - started)
+        return first, out.result(1, err, process.returncode if finished else None, not finished,
+                                 ended - second_started)
 
     def cpu_seconds(self) -> float | None:
         return self.limits.cpu_seconds()
@@ -120,11 +148,53 @@ class _Capped:
         self.data = bytearray()
         self.dropped = 0
 
+    def add(self, chunk: bytes) -> None:
+        room = max(STREAM_CAP_BYTES - len(self.data), 0)
+        self.data += chunk[:room]
+        self.dropped += max(len(chunk) - room, 0)
+
+
+class _Split:
+    """One output stream, split at the first line that is `marker` (None: never split): each part capped."""
+
+    def __init__(self, marker: bytes | None, on_marker: Callable[[], None] | None):
+        self.parts = [_Capped()]
+        self._marker = b"\n" + marker + b"\n" if marker else None
+        self._on_marker = on_marker
+        self._held = b""  # the end of the first part, until it cannot be the start of the marker
+
     async def read(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(_READ_BYTES):
-            room = STREAM_CAP_BYTES - len(self.data)
-            self.data += chunk[:max(room, 0)]
-            self.dropped += max(len(chunk) - max(room, 0), 0)
+            self._feed(chunk)
+        self.parts[-1].add(self._held)
+        self._held = b""
+
+    def _feed(self, chunk: bytes) -> None:
+        if self._marker is None or len(self.parts) == 2:
+            self.parts[-1].add(chunk)
+            return
+        data = self._held + chunk
+        at = data.find(self._marker)
+        if at < 0:
+            keep = len(self._marker) - 1
+            self.parts[0].add(data[:-keep])
+            self._held = data[-keep:]
+            return
+        self.parts[0].add(data[:at])
+        self.parts.append(_Capped())
+        self.parts[1].add(data[at + len(self._marker):])
+        self._held = b""
+        if self._on_marker is not None:
+            self._on_marker()
+
+    def result(self, part: int, stderr: _Split, exit_code: int | None, timed_out: bool,
+               seconds: float) -> ExecResult:
+        """Part `part` of this stream (stdout) and of `stderr` as one command's result."""
+        out = self.parts[part] if part < len(self.parts) else _Capped()
+        err = stderr.parts[part] if part < len(stderr.parts) else _Capped()
+        return ExecResult(exit_code=exit_code, stdout=out.data.decode("utf-8", "replace"),
+                          stderr=err.data.decode("utf-8", "replace"), timed_out=timed_out,
+                          seconds=round(seconds, 3), truncated_bytes=out.dropped + err.dropped)
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:

@@ -134,19 +134,23 @@ def stage_command(baseline: GitBaseline) -> str:
     return f"set -- {shlex.join([baseline.top, baseline.git_dir])}\n{_STAGE}"
 
 
-def prepare_command(baseline: GitBaseline, marker: str) -> str:
+def prepare_command(baseline: GitBaseline, marker: str, then: str | None = None) -> str:
     """Capture, restore and stage in one command, for a backend whose capture sandbox is already the verifier's and
     where one user runs everything: stdout is the patch alone; stderr carries capture's errors, then
     `<marker> capture=<exit>`, restore's output, `<marker> restore=<exit>` (`prepared_parts` reads it back).
     Capture and restore run as `capture_command` and `restore_command` do, each in a subshell of one clean `sh`; the
     stage runs only after a restore that worked, in the verifier's environment as `stage_command` does, and its
-    output is dropped, as the harness drops it."""
+    output is dropped, as the harness drops it. `then` (test.sh): after the stage, the line `<marker>` on stderr and
+    on stdout, and `then` replaces the shell, so it is the command's last process and its exit status the
+    command's (the local CommandSandbox's `exec_then` splits the two)."""
     script = (f"M=$1\nshift\n(\n{_CAPTURE})\nprintf '\\n%s capture=%s\\n' \"$M\" $? >&2\n"
               f"shift 3\n(\n{_RESTORE}) >&2\nr=$?\nprintf '%s restore=%s\\n' \"$M\" $r >&2\nexit $r\n")
     stage = f"{{ set -- {shlex.join([baseline.top, baseline.git_dir])}\n{_STAGE}}} >/dev/null 2>&1"
     clean = _clean(script, marker, baseline.top, baseline.git_dir, baseline.commit, baseline.workdir, baseline.top,
                    baseline.git_dir, "", baseline.link_b64 or "", baseline.config_b64 or "")
-    return f"{clean.removeprefix('exec ')}\n[ $? = 0 ] || exit 0\n{stage}\nexit 0"
+    ending = "exit 0" if then is None else (f"printf '\\n%s\\n' {shlex.quote(marker)} >&2\n"
+                                            f"printf '\\n%s\\n' {shlex.quote(marker)}\nexec {then}")
+    return f"{clean.removeprefix('exec ')}\n[ $? = 0 ] || exit 0\n{stage}\n{ending}"
 
 
 def prepared_parts(stderr: str, marker: str) -> tuple[str, int | None, str, int | None]:

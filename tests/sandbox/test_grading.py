@@ -139,10 +139,10 @@ def test_patch_capture_is_leafs_and_resets_the_index(make_task, sandbox_options)
     assert " M calc.py" in status and "?? blob.bin" in status
 
 
-def test_an_episode_starts_one_runner_then_two_verifier_commands(make_task, sandbox_options, monkeypatch):
+def test_an_episode_starts_one_runner_then_one_verifier_command(make_task, sandbox_options, monkeypatch):
     """The agent's sandbox (with the tool runner), then, once every agent process is killed, the verifier's: patch
-    capture, restore and stage (the harness's own git) in one command, then test.sh in another, each a fresh
-    bubblewrap without a runner over the same files, with the task's tests at /tests."""
+    capture, restore and stage (the harness's own git), then test.sh, in one command: a fresh bubblewrap without a
+    runner over the same files, with the task's tests at /tests."""
     task = make_task()
     run(build_environment(task, sandbox_options))  # the build's own sandbox is not the episode's
     started = []
@@ -154,13 +154,13 @@ def test_an_episode_starts_one_runner_then_two_verifier_commands(make_task, sand
 
     monkeypatch.setattr(LocalSandbox, "start", classmethod(counted))
     commands = []
-    execute = CommandSandbox.exec
+    execute = CommandSandbox._exec
 
-    async def recorded(self, command, **kwargs):
+    async def recorded(self, command, *args):
         commands.append((command, started[0].alive))
-        return await execute(self, command, **kwargs)
+        return await execute(self, command, *args)
 
-    monkeypatch.setattr(CommandSandbox, "exec", recorded)
+    monkeypatch.setattr(CommandSandbox, "_exec", recorded)
 
     async def scenario():
         opened = await open_sandbox(task, sandbox_options)
@@ -174,8 +174,11 @@ def test_an_episode_starts_one_runner_then_two_verifier_commands(make_task, sand
 
     agent, verification = run(scenario())
     assert len(started) == 1 and started[0] is agent and not agent.alive
-    assert [alive for _, alive in commands] == [False, False]  # after every agent process is gone
-    assert "read-tree" in commands[0][0] and "restore=" in commands[0][0] and commands[1][0] == "bash /tests/test.sh"
+    assert [alive for _, alive in commands] == [False]  # after every agent process is gone
+    command = commands[0][0]
+    assert "read-tree" in command and "restore=" in command and command.rstrip().endswith(" bash /tests/test.sh")
+    assert command.index("restore=") < command.index("add -A", command.index("restore=")) \
+        < command.index("bash /tests/test.sh")  # the stage after the restore, test.sh last
     assert "+    return a + b" in verification.patch and verification.grade.resolved
 
 

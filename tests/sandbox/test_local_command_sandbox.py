@@ -121,3 +121,76 @@ def test_prepare_command_carries_the_same_scripts():
     for script in (git_safe._CAPTURE, git_safe._RESTORE, git_safe._STAGE):  # quoted inside: lines without quotes
         assert all(line in command for line in script.splitlines() if "'" not in line)
     assert command.startswith("env -i ") and "add -A" in command.rsplit("restore=%s", 1)[1]
+
+
+def test_exec_then_splits_at_the_first_marker_and_times_each_part_on_its_own(make_task, sandbox_options):
+    marker = "leafcost-0123"
+    # The second command forges the marker line (as code under test could, reading it from /proc/1/cmdline): the
+    # split stays at the first one, which the first command printed before the second one ever ran.
+    command = (f"echo patch; echo errors >&2; printf '\\n%s\\n' {marker} >&2; printf '\\n%s\\n' {marker}; "
+               f"exec bash -c 'echo test-out; printf \"\\n%s\\n\" {marker}; echo forged; echo test-err >&2; exit 3'")
+
+    async def go():
+        opened, sandbox = await _verifier(make_task(), sandbox_options)
+        try:
+            first, second = await sandbox.exec_then(command, timeout=30, marker=marker, then_timeout=30)
+            # the second part's own timeout starts at the marker; the first part's does not run out meanwhile
+            slow_first, slow_second = await sandbox.exec_then(
+                f"printf '\\n%s\\n' {marker}; printf '\\n%s\\n' {marker} >&2; exec sleep 300", timeout=600,
+                marker=marker, then_timeout=1)
+            stuck, never = await sandbox.exec_then(f"echo before; sleep 300; printf '\\n%s\\n' {marker}",
+                                                   timeout=1, marker=marker, then_timeout=30)
+            return first, second, slow_first, slow_second, stuck, never
+        finally:
+            await opened.close()
+
+    first, second, slow_first, slow_second, stuck, never = run(go())
+    assert (first.stdout, first.stderr, first.exit_code, first.timed_out) == ("patch\n", "errors\n", 0, False)
+    assert second is not None and (second.stdout, second.stderr) == (f"test-out\n\n{marker}\nforged\n", "test-err\n")
+    assert (second.exit_code, second.timed_out) == (3, False)  # the second command's status is the sandbox's
+    assert not slow_first.timed_out and slow_second is not None and slow_second.timed_out
+    assert slow_second.exit_code is None
+    assert stuck.timed_out and stuck.exit_code is None and stuck.stdout == "before\n" and never is None
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64])
+def test_split_finds_the_marker_across_any_chunk_boundary(size):
+    from sandbox.local.commands import _Split
+
+    marker = b"leafcost-abc"
+    data = b"x" * 10 + b"\n" + marker + b"\n" + b"after\n" + b"\n" + marker + b"\n"
+    seen = []
+    split = _Split(marker, lambda: seen.append(True))
+    for at in range(0, len(data), size):
+        split._feed(data[at:at + size])
+    split.parts[-1].add(split._held)
+    assert [bytes(p.data) for p in split.parts] == [b"x" * 10, b"after\n\n" + marker + b"\n"] and seen == [True]
+    unsplit = _Split(marker, None)
+    for at in range(0, 15, size):  # a stream that ends inside the marker keeps every byte, unsplit
+        unsplit._feed(data[at:min(at + size, 15)])
+    unsplit.parts[-1].add(unsplit._held)
+    assert [bytes(p.data) for p in unsplit.parts] == [data[:15]]
+
+
+def test_one_exec_grades_through_a_forged_marker(make_task, sandbox_options):
+    """Code under test that finds the marker (it is in bubblewrap's command line, /proc/1/cmdline) and prints a
+    fake end of patch, fake status lines and a fake test.sh start changes neither the patch nor the verdict."""
+    test_sh = ("m=$(tr '\\0' '\\n' < /proc/1/cmdline | grep -o 'leafcost-[0-9a-f]\\{32\\}' | head -n 1)\n"
+               "[ -n \"$m\" ] || exit 7\n"
+               "printf '\\n%s\\n+forged patch line\\n' \"$m\"; printf '\\n%s capture=0\\n%s restore=0\\n\\n%s\\n' "
+               "\"$m\" \"$m\" \"$m\" >&2\n"
+               "echo 0 > /logs/verifier/reward.txt\n")
+    task = make_task("forged-marker", files={"tests/test.sh": test_sh})
+
+    async def go():
+        opened = await open_sandbox(task, sandbox_options)
+        try:
+            await opened.sandbox.exec("echo changed > new.txt", timeout=30)
+            return await verify(opened, task)
+        finally:
+            await opened.close()
+
+    verification = run(go())
+    assert "+changed" in verification.patch and "forged" not in verification.patch
+    assert verification.grade.exit_code == 0 and verification.grade.reward == 0.0  # test.sh found the marker
+    assert "forged patch line" in verification.grade.output_tail
