@@ -38,7 +38,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+# Every sandbox start pays for the runner's imports: typing is for type checkers only (annotations are strings).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 RUNNER_VERSION = "3"
 READ_OUTPUT_CHARS = 20000
@@ -58,8 +62,6 @@ _PIPE_READ_BYTES = 64 * 1024
 _DRAIN_SECONDS = 1.0
 _KILL_SECONDS = 5.0
 _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # what str.splitlines splits on
-_SURROGATES = re.compile("[\ud800-\udfff]")
-_GLOB_MAGIC = re.compile("[*?[]")
 _GLOB_CLOCK_EVERY = 4096  # entries between two looks at the clock inside one huge directory
 _ANSWER_OVERHEAD = 4096  # bytes of an answer that are not its trimmable text (keys, numbers, the note)
 _FIT_CHUNK = 64 * 1024
@@ -74,7 +76,7 @@ _oom_score = None  # type: Optional[Tuple[int, bytes]]  # /proc/self/oom_score_a
 # ---------------------------------------------------------------------------------------------- tools
 
 
-def run_tool(name: str, arguments: Any, workdir: Path) -> str:
+def run_tool(name: str, arguments: "Any", workdir: Path) -> str:
     """One tool call as Leaf runs it: the observation text, never an exception."""
     tool = TOOLS.get(name)
     if tool is None:
@@ -83,10 +85,20 @@ def run_tool(name: str, arguments: Any, workdir: Path) -> str:
         output = tool(parse_arguments(arguments), workdir)
     except Exception as exc:
         output = "{}: {}".format(type(exc).__name__, exc)
-    return _SURROGATES.sub("\ufffd", output)  # undecodable file names must not reach the host as lone surrogates
+    return _without_surrogates(output)  # undecodable file names must not reach the host as lone surrogates
 
 
-def parse_arguments(raw: Any) -> Dict[str, Any]:
+def _without_surrogates(text: str) -> str:
+    """`text` with U+FFFD for each lone surrogate; strict UTF-8 refuses exactly those, so most texts skip the
+    regular expression (and the runner's start skips compiling it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return re.sub("[\ud800-\udfff]", "\ufffd", text)
+    return text
+
+
+def parse_arguments(raw: "Any") -> "Dict[str, Any]":
     """Leaf's rule: arguments that are not a JSON object are `{}`, so the tool answers "... is required"."""
     if isinstance(raw, str):
         try:
@@ -96,7 +108,7 @@ def parse_arguments(raw: Any) -> Dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
-def tool_read(args: Dict[str, Any], workdir: Path) -> str:
+def tool_read(args: "Dict[str, Any]", workdir: Path) -> str:
     path = _file_path(args, workdir)
     with _open_unblocked(path, "rb") as handle:
         # Leaf reads the file before it looks at offset and limit, so a missing file wins over a bad offset.
@@ -108,7 +120,7 @@ def tool_read(args: Dict[str, Any], workdir: Path) -> str:
     return head.text()
 
 
-def tool_write(args: Dict[str, Any], workdir: Path) -> str:
+def tool_write(args: "Dict[str, Any]", workdir: Path) -> str:
     path = _file_path(args, workdir)
     content = str(args.get("content", ""))  # Leaf's rule: absent is "", null is "None", an object its repr
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,7 +130,7 @@ def tool_write(args: Dict[str, Any], workdir: Path) -> str:
     return "Wrote {} ({} bytes).".format(_display(path, workdir), len(content))  # Leaf counts characters
 
 
-def tool_edit(args: Dict[str, Any], workdir: Path) -> str:
+def tool_edit(args: "Dict[str, Any]", workdir: Path) -> str:
     path = _file_path(args, workdir)
     old, new = str(args.get("old_string") or ""), str(args.get("new_string") or "")  # absent new: delete
     if not old:
@@ -138,7 +150,7 @@ def tool_edit(args: Dict[str, Any], workdir: Path) -> str:
     return "Edited {} ({} replacement{}).".format(_display(path, workdir), changed, "" if changed == 1 else "s")
 
 
-def tool_glob(args: Dict[str, Any], workdir: Path) -> str:
+def tool_glob(args: "Dict[str, Any]", workdir: Path) -> str:
     pattern = _required_text(args, "pattern")
     root = _resolve(args.get("path") or ".", workdir)  # not escaped: Leaf reads magic in `path` too
     search = BoundedGlob(GLOB_SECONDS, GLOB_MAX_ENTRIES)
@@ -149,7 +161,7 @@ def tool_glob(args: Dict[str, Any], workdir: Path) -> str:
     return (text or "No files matched.") + ("\n" + search.stopped if search.stopped else "")
 
 
-def tool_bash(args: Dict[str, Any], workdir: Path) -> str:
+def tool_bash(args: "Dict[str, Any]", workdir: Path) -> str:
     command = _required_text(args, "command")
     timeout = _leaf_timeout(args)
     result = run_command(["/bin/bash", "-lc", command], timeout, str(workdir))
@@ -181,7 +193,7 @@ def truncate(text: str, limit: int, uncounted: int = 0) -> str:
     return head.text()
 
 
-def bash_timeout(args: Dict[str, Any]) -> float:
+def bash_timeout(args: "Dict[str, Any]") -> float:
     """A Bash call's timeout in seconds by Leaf's rule (for the host); ValueError when it is not a number."""
     try:
         return _leaf_timeout(args)
@@ -225,13 +237,13 @@ class _NumberedLines:
     holding one chunk at a time: lines before `first` are only counted, and once the head is full the rest
     is counted in bulk, so a huge file costs time proportional to its size but no more memory."""
 
-    def __init__(self, head: _Head, first: int, last: Optional[int]) -> None:
+    def __init__(self, head: _Head, first: int, last: "Optional[int]") -> None:
         self.head, self.first, self.last = head, first, last
         self.number = 1  # the line the next piece of text belongs to
         self.open = False  # its "N. " prefix is already out
         self.started = False  # a line is out, so the next one needs a "\n" before it
 
-    def feed(self, handle: Any) -> None:
+    def feed(self, handle: "Any") -> None:
         regular = stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         carry, scanned = "", 0
@@ -303,14 +315,14 @@ def _digits_between(low: int, high: int) -> int:
     return total
 
 
-def _file_path(args: Dict[str, Any], workdir: Path) -> Path:
+def _file_path(args: "Dict[str, Any]", workdir: Path) -> Path:
     value = args.get("file_path") or args.get("path")  # Leaf accepts `path` too
     if not value:
         raise ValueError("file_path is required")
     return _resolve(value, workdir)
 
 
-def _resolve(value: Any, workdir: Path) -> Path:
+def _resolve(value: "Any", workdir: Path) -> Path:
     path = Path(str(value)).expanduser()
     return path if path.is_absolute() else workdir / path
 
@@ -323,7 +335,7 @@ def _display(path: Path, workdir: Path) -> str:
         return str(path)
 
 
-def _open_unblocked(path: Path, mode: str, **kwargs: Any) -> Any:
+def _open_unblocked(path: Path, mode: str, **kwargs: "Any") -> "Any":
     """open() with Leaf's errors, except that a FIFO is refused instead of blocking the runner forever: the
     open itself never waits (O_NONBLOCK), so a FIFO planted after any check cannot hang it either."""
     try:
@@ -370,27 +382,27 @@ def _read_for_edit(path: Path) -> str:
     return text
 
 
-def _required_text(args: Dict[str, Any], key: str) -> str:
+def _required_text(args: "Dict[str, Any]", key: str) -> str:
     value = args.get(key)
     if not value:
         raise ValueError("{} is required".format(key))
     return str(value)
 
 
-def _leaf_int(value: Any, default: int) -> int:
+def _leaf_int(value: "Any", default: int) -> int:
     """Leaf's optional integers: absent or "" is the default, anything else goes through int() and its errors."""
     if value in (None, ""):
         return default
     return int(value)
 
 
-def _truthy(value: Any) -> bool:
+def _truthy(value: "Any") -> bool:
     if isinstance(value, bool):
         return value
     return str(value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _leaf_timeout(args: Dict[str, Any]) -> float:
+def _leaf_timeout(args: "Dict[str, Any]") -> float:
     """Seconds: `timeout_ms` wins, `timeout` above 1000 is milliseconds, at least 0.1; float() errors as Leaf's."""
     if args.get("timeout_ms") is not None:
         return max(0.1, float(args["timeout_ms"]) / 1000.0)
@@ -417,7 +429,7 @@ def _strict_text(data: bytes, complete: bool) -> str:
 class _Counted:
     """An iterator that counts what it yields."""
 
-    def __init__(self, items: Iterable[str]) -> None:
+    def __init__(self, items: "Iterable[str]") -> None:
         self.items = iter(items)
         self.count = 0
 
@@ -448,7 +460,7 @@ class BoundedGlob:
         self.entries = 0
         self.stopped = ""
 
-    def files(self, pattern: str, workdir: Path) -> Iterator[str]:
+    def files(self, pattern: str, workdir: Path) -> "Iterator[str]":
         """Leaf's Glob listing: every match that is a file (links followed), shown as Leaf shows paths."""
         for match in self.iglob(pattern):
             if self.over():
@@ -467,17 +479,17 @@ class BoundedGlob:
                 )
         return bool(self.stopped)
 
-    def iglob(self, pathname: str, dironly: bool = False) -> Iterator[str]:
+    def iglob(self, pathname: str, dironly: bool = False) -> "Iterator[str]":
         dirname, basename = os.path.split(pathname)
-        if not _GLOB_MAGIC.search(pathname):
+        if not _has_magic(pathname):
             if (_lexists(pathname) if basename else os.path.isdir(dirname)):
                 yield pathname
             return
-        if dirname != pathname and _GLOB_MAGIC.search(dirname):
+        if dirname != pathname and _has_magic(dirname):
             parents = self.iglob(dirname, True)  # type: Iterable[str]
         else:
             parents = [dirname]
-        if not _GLOB_MAGIC.search(basename):
+        if not _has_magic(basename):
             in_dir = self._literal
         elif basename == "**":
             in_dir = self._recursive
@@ -487,21 +499,21 @@ class BoundedGlob:
             for name in in_dir(parent, basename, dironly):
                 yield os.path.join(parent, name)
 
-    def _literal(self, dirname: str, basename: str, dironly: bool) -> Iterator[str]:
+    def _literal(self, dirname: str, basename: str, dironly: bool) -> "Iterator[str]":
         if basename:
             if _lexists(os.path.join(dirname, basename)):
                 yield basename
         elif os.path.isdir(dirname):  # a pattern ending in "/" matches directories only
             yield basename
 
-    def _matching(self, dirname: str, pattern: str, dironly: bool) -> Iterator[str]:
+    def _matching(self, dirname: str, pattern: str, dironly: bool) -> "Iterator[str]":
         names = [entry.name for entry in self._scan(dirname, dironly)]
         if not _hidden(pattern):
             names = [name for name in names if not _hidden(name)]
         for name in fnmatch.filter(names, pattern):
             yield name
 
-    def _recursive(self, dirname: str, pattern: str, dironly: bool) -> Iterator[str]:
+    def _recursive(self, dirname: str, pattern: str, dironly: bool) -> "Iterator[str]":
         """`**`: the directory itself (""), then every non-hidden name below it, depth first."""
         yield ""
         top = dirname or os.curdir
@@ -523,7 +535,7 @@ class BoundedGlob:
                 if below is not None:
                     stack.append((name, os.path.join(path, entry.name), below))
 
-    def _descend(self, entry: Any, path: str, top_real: str, ancestry: "_Ancestry") -> Optional["_Ancestry"]:
+    def _descend(self, entry: "Any", path: str, top_real: str, ancestry: "_Ancestry") -> "Optional[_Ancestry]":
         """The ancestry to walk `path` with, or None when it is not a directory, or is a directory symlink
         that leaves the top or loops back to one of its ancestors."""
         try:
@@ -539,7 +551,7 @@ class BoundedGlob:
             return None
         return _Ancestry(identity, ancestry)
 
-    def _scan(self, dirname: str, dironly: bool) -> List[Any]:
+    def _scan(self, dirname: str, dironly: bool) -> "List[Any]":
         """The entries of a directory (only directories when `dironly`), [] when it cannot be listed."""
         entries = []  # type: List[Any]
         if self.over():
@@ -564,11 +576,11 @@ class BoundedGlob:
 class _Ancestry:
     """The (st_dev, st_ino) of each directory on the way down from a `**` walk's top."""
 
-    def __init__(self, identity: Tuple[int, int], parent: Optional["_Ancestry"]) -> None:
+    def __init__(self, identity: "Tuple[int, int]", parent: "Optional[_Ancestry]") -> None:
         self.identity = identity
         self.parent = parent
 
-    def contains(self, identity: Tuple[int, int]) -> bool:
+    def contains(self, identity: "Tuple[int, int]") -> bool:
         node = self  # type: Optional[_Ancestry]
         while node is not None:
             if node.identity == identity:
@@ -577,7 +589,7 @@ class _Ancestry:
         return False
 
 
-def _directory_id(path: str) -> Optional[Tuple[int, int]]:
+def _directory_id(path: str) -> "Optional[Tuple[int, int]]":
     try:
         info = os.stat(path)
     except (OSError, ValueError):
@@ -597,6 +609,11 @@ def _lexists(path: str) -> bool:
     return True
 
 
+def _has_magic(text: str) -> bool:
+    """glob's `has_magic`, without a regular expression compiled at start-up."""
+    return "*" in text or "?" in text or "[" in text
+
+
 def _hidden(name: str) -> bool:
     return name[:1] == "."
 
@@ -608,7 +625,7 @@ class CommandResult:
     """A finished command: exit code (None when it timed out), output capped per stream, wall seconds."""
 
     def __init__(
-        self, exit_code: Optional[int], stdout: bytes, stderr: bytes, timed_out: bool, seconds: float,
+        self, exit_code: "Optional[int]", stdout: bytes, stderr: bytes, timed_out: bool, seconds: float,
         stdout_dropped: int = 0, stderr_dropped: int = 0,
     ) -> None:
         self.exit_code = exit_code
@@ -624,7 +641,7 @@ class CommandResult:
         return self.stdout_dropped + self.stderr_dropped
 
 
-def run_command(argv: list, timeout: float, cwd: str, env: Optional[Dict[str, str]] = None) -> CommandResult:
+def run_command(argv: list, timeout: float, cwd: str, env: "Optional[Dict[str, str]]" = None) -> CommandResult:
     """Run in a new session with no stdin, read both pipes until EOF or the deadline, kill the whole process
     group on timeout, and never wait more than ~1 s for a pipe that a surviving grandchild holds open."""
     started = time.monotonic()
@@ -652,7 +669,7 @@ def run_command(argv: list, timeout: float, cwd: str, env: Optional[Dict[str, st
     )
 
 
-def _spawn(argv: list, cwd: str, env: Optional[Dict[str, str]]) -> subprocess.Popen:
+def _spawn(argv: list, cwd: str, env: "Optional[Dict[str, str]]") -> subprocess.Popen:
     """The command in a new session, no stdin, both outputs piped, oom_score_adj 1000. Without a preexec
     function Popen uses vfork and exec (about 1.5 ms less CPU per command than a fork of this interpreter): the
     runner raises its own oom_score_adj for the instant of the spawn, the child inherits it, the runner goes back
@@ -672,7 +689,7 @@ def _spawn(argv: list, cwd: str, env: Optional[Dict[str, str]]) -> subprocess.Po
         os.write(fd, own)
 
 
-def _keep_oom_score() -> Optional[Tuple[int, bytes]]:
+def _keep_oom_score() -> "Optional[Tuple[int, bytes]]":
     """/proc/self/oom_score_adj open for writing, and the runner's own value; taken while the runner is still
     dumpable (afterwards its /proc files belong to root). None where /proc does not offer it."""
     try:
@@ -706,7 +723,7 @@ def _child_setup() -> None:
         pass
 
 
-def _prctl() -> Any:
+def _prctl() -> "Any":
     """libc's prctl through ctypes, or None where ctypes or prctl is missing (then protection is off)."""
     global _prctl_function
     if _prctl_function is None:
@@ -840,7 +857,7 @@ class _BadRequest(Exception):
     pass
 
 
-def handle_request(line: bytes, workdir: Path) -> Tuple[Dict[str, Any], bool]:
+def handle_request(line: bytes, workdir: Path) -> "Tuple[Dict[str, Any], bool]":
     """The answer to one request line, and whether the runner should stop after sending it. The answer's
     text is trimmed so that its encoded line fits ANSWER_CAP_BYTES."""
     request_id = None
@@ -863,7 +880,7 @@ def handle_request(line: bytes, workdir: Path) -> Tuple[Dict[str, Any], bool]:
         return {"id": request_id, "error": _short("{}: {}".format(type(exc).__name__, exc), 2000)}, False
 
 
-def _decode_request(line: bytes) -> Dict[str, Any]:
+def _decode_request(line: bytes) -> "Dict[str, Any]":
     try:
         request = json.loads(line.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
@@ -875,7 +892,7 @@ def _decode_request(line: bytes) -> Dict[str, Any]:
     return request
 
 
-def _field(request: Dict[str, Any], name: str, kinds: Any, expected: str, required: bool = True) -> Any:
+def _field(request: "Dict[str, Any]", name: str, kinds: "Any", expected: str, required: bool = True) -> "Any":
     value = request.get(name)
     if value is None:
         if required:
@@ -890,12 +907,12 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _op_tool(request: Dict[str, Any], workdir: Path, room: int) -> Dict[str, Any]:
+def _op_tool(request: "Dict[str, Any]", workdir: Path, room: int) -> "Dict[str, Any]":
     name = _field(request, "name", str, "a string")
     return {"output": _fit_text(run_tool(name, request.get("arguments"), workdir), room)}
 
 
-def _op_exec(request: Dict[str, Any], workdir: Path, room: int) -> Dict[str, Any]:
+def _op_exec(request: "Dict[str, Any]", workdir: Path, room: int) -> "Dict[str, Any]":
     command = _field(request, "command", str, "a string")
     timeout = _field(request, "timeout", (int, float), "a number of seconds")
     if not timeout > 0:
@@ -919,7 +936,7 @@ def _op_exec(request: Dict[str, Any], workdir: Path, room: int) -> Dict[str, Any
     }
 
 
-def _op_ok(request: Dict[str, Any], workdir: Path, room: int) -> Dict[str, Any]:
+def _op_ok(request: "Dict[str, Any]", workdir: Path, room: int) -> "Dict[str, Any]":
     return {"ok": True}
 
 
@@ -934,7 +951,7 @@ def _fit_text(text: str, room: int) -> str:
     return "{}\n[truncated {} chars]".format(text[:kept], len(text) - kept)
 
 
-def _fit_streams(stdout: bytes, stderr: bytes, room: int) -> Tuple[str, str, int]:
+def _fit_streams(stdout: bytes, stderr: bytes, room: int) -> "Tuple[str, str, int]":
     """Both streams decoded (U+FFFD for bad bytes), each cut to a byte-aligned head so that the two fit
     `room` encoded bytes together (a stream that needs less than half leaves the rest to the other), and the
     number of bytes cut."""
@@ -959,7 +976,7 @@ def _fit_streams(stdout: bytes, stderr: bytes, room: int) -> Tuple[str, str, int
     return heads[0].decode("utf-8", "replace"), heads[1].decode("utf-8", "replace"), cut
 
 
-def _fitting_chars(text: str, room: int) -> Tuple[int, int]:
+def _fitting_chars(text: str, room: int) -> "Tuple[int, int]":
     """How many leading characters of `text` fit in `room` bytes once in an answer line, and their cost.
     JSON escapes each character on its own, so costs add up piece by piece; memory stays one piece."""
     if _MAX_ESCAPED_BYTES * len(text) <= room:
@@ -985,11 +1002,11 @@ def _text_cost(text: str) -> int:
     return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "backslashreplace")) - 2
 
 
-def _encoded_size(value: Any) -> int:
+def _encoded_size(value: "Any") -> int:
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "backslashreplace"))
 
 
-def _send(stream: Any, message: Dict[str, Any]) -> None:
+def _send(stream: "Any", message: "Dict[str, Any]") -> None:
     """Write one answer line, never longer than ANSWER_CAP_BYTES: an answer that would be (only an error
     echoing a huge value can be, once the ops have trimmed their text) becomes an error answer."""
     line = _encode_line(message)
@@ -1003,7 +1020,7 @@ def _send(stream: Any, message: Dict[str, Any]) -> None:
     stream.flush()
 
 
-def _encode_line(message: Dict[str, Any]) -> Optional[bytes]:
+def _encode_line(message: "Dict[str, Any]") -> "Optional[bytes]":
     try:
         # Lone surrogates can only sit inside JSON strings, where "\udcxx" is a valid escape.
         return json.dumps(message, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
@@ -1011,7 +1028,7 @@ def _encode_line(message: Dict[str, Any]) -> Optional[bytes]:
         return None
 
 
-def _request_lines(stream: Any) -> Iterator[Optional[bytes]]:
+def _request_lines(stream: "Any") -> "Iterator[Optional[bytes]]":
     """Request lines until EOF; None stands for a line over REQUEST_CAP_BYTES, which is skipped unread."""
     while True:
         line = stream.readline(REQUEST_CAP_BYTES + 1)
@@ -1025,11 +1042,11 @@ def _request_lines(stream: Any) -> Iterator[Optional[bytes]]:
             yield line
 
 
-def main(argv: Optional[list] = None) -> int:
+def main(argv: "Optional[list]" = None) -> int:
     global _protocol_fds, _oom_score
     _oom_score = _keep_oom_score()
-    # Non-dumpable first (but for the line above): /proc/<runner>/fd/* (the protocol pipes) and /proc/<runner>/mem then belong to root,
-    # so the commands it runs, same uid, can neither forge answers nor read or inject requests.
+    # Non-dumpable first (but for the line above): /proc/<runner>/fd/* (the protocol pipes) and /proc/<runner>/mem
+    # then belong to root, so the commands it runs, same uid, can neither forge answers nor read or inject requests.
     _set_dumpable(False)
     options = _options(sys.argv[1:] if argv is None else argv)
     requests, protocol = _take_protocol(options["request_fd"], options["answer_fd"])
@@ -1055,7 +1072,7 @@ def main(argv: Optional[list] = None) -> int:
     return 0
 
 
-def _options(argv: list) -> Dict[str, Any]:
+def _options(argv: list) -> "Dict[str, Any]":
     """The command line as the host writes it (`--name value` pairs), read without argparse, whose import is a good
     part of the runner's start-up; anything else goes to argparse for its usage message and exit code 2."""
     options = {"workdir": None, "request_fd": 0, "answer_fd": 1}  # type: Dict[str, Any]
@@ -1077,7 +1094,7 @@ def _options(argv: list) -> Dict[str, Any]:
     return vars(parser.parse_args(argv))
 
 
-def _take_protocol(request_fd: int, answer_fd: int) -> Tuple[Any, Any]:
+def _take_protocol(request_fd: int, answer_fd: int) -> "Tuple[Any, Any]":
     """Private, non-inheritable copies of the protocol fds; fd 0 becomes /dev/null and fd 1 a copy of stderr,
     so nothing this process or its children print or read can touch the protocol. A host can pass the pipes
     as fds 3 and up: a sandbox's PID-1 reaper (bubblewrap's) keeps only fds 0-2, and it is not non-dumpable."""

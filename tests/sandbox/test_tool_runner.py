@@ -761,3 +761,20 @@ def test_leaf_tool_schemas_match_leaf() -> None:
     }
     assert leaf_tools.TOOL_RUNNER_PATH == RUNNER
     assert leaf_tools.RUNNER_VERSION == "3"
+
+
+def test_runner_start_imports_no_typing(tmp_path: Path) -> None:
+    """Every sandbox start pays for the runner's imports: typing is for type checkers only."""
+    runner = Path(tool_runner.__file__).resolve()
+    done = subprocess.run([sys.executable, "-u", "-I", "-S", "-X", "importtime", str(runner), "--workdir",
+                           str(tmp_path)], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and '"ready": true' in done.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "json" in imported and "typing" not in imported  # json: the probe sees the imports
+
+
+@pytest.mark.parametrize("text", ["", "plain", "héllo ✓ 𝄞", "a\ud800b", "\udcff", "x\ud83d\ude00y", "\udfff\ud800"])
+def test_observations_lose_every_surrogate_as_the_regex_did(text: str) -> None:
+    import re
+
+    assert tool_runner._without_surrogates(text) == re.sub("[\ud800-\udfff]", "\ufffd", text)
