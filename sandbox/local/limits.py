@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import shutil
@@ -42,15 +43,15 @@ class AppliedLimits(BaseModel):
 
     def cpu_seconds(self) -> float | None:
         """CPU time used so far by everything in the sandbox (cgroups only)."""
-        for directory in self.cgroups:
-            usage = Path(directory) / "cpuacct.usage"
-            if usage.exists():
-                return int(usage.read_text()) / 1e9
-            stat = Path(directory) / "cpu.stat"
-            if stat.exists() and "cpuacct" not in directory and self.via == "cgroup-v2":
-                for line in stat.read_text().splitlines():
-                    if line.startswith("usage_usec "):
-                        return int(line.split()[1]) / 1e6
+        if self.via == "cgroup-v2":
+            stat = _read(Path(self.cgroups[0]) / "cpu.stat")
+            for line in (stat or "").splitlines():
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) / 1e6
+            return None
+        for directory in sorted(self.cgroups, key=lambda d: "cpuacct" not in d):  # the cpuacct hierarchy first
+            if (usage := _read(Path(directory) / "cpuacct.usage")) is not None:
+                return int(usage) / 1e9
         return None
 
     def oom_killed(self) -> bool:
@@ -67,6 +68,8 @@ class AppliedLimits(BaseModel):
     async def release(self) -> None:
         """Kills whatever is still in the cgroups, waits for them to empty, then removes them."""
         for directory in map(Path, self.cgroups):
+            if _remove_cgroup(directory):  # the kernel removes only an empty cgroup: nothing was left to kill
+                continue
             # Processes of a killed PID namespace leave asynchronously, most within a millisecond or two: looked at
             # again after 1, 2, 4 ... ms (20 ms at most between looks), for 2 s in all.
             delay, waited = 0.001, 0.0
@@ -117,27 +120,36 @@ def _kill(pid: int) -> None:
         pass
 
 
+_V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
+
+
+@functools.cache
+def _v1_hierarchies() -> tuple[tuple[str, Path], ...] | None:
+    """Each controller's hierarchy (cpu and cpuacct are often one), looked up once per process."""
+    if not all((CGROUP_ROOT / c / "cgroup.procs").exists() for c in _V1_CONTROLLERS):
+        return None
+    return tuple((c, (CGROUP_ROOT / c).resolve()) for c in _V1_CONTROLLERS)
+
+
 def _cgroup_v1(limits: Limits, name: str) -> AppliedLimits | None:
-    needed = ("memory", "pids", "cpu", "cpuacct")
-    if not all((CGROUP_ROOT / c / "cgroup.procs").exists() for c in needed):
+    if (hierarchies := _v1_hierarchies()) is None:
         return None
     made: list[str] = []
     try:
-        for controller in needed:
-            real = (CGROUP_ROOT / controller).resolve()  # cpu and cpuacct are often one hierarchy
+        for controller, real in hierarchies:
             directory = real / "leafcost" / name
             if str(directory) in made:
                 continue
             directory.mkdir(parents=True, exist_ok=True)
             made.append(str(directory))
             if controller == "memory":
-                (directory / "memory.limit_in_bytes").write_text(str(limits.memory_mb * 1024 * 1024))
+                _write(directory / "memory.limit_in_bytes", str(limits.memory_mb * 1024 * 1024))
                 _try_write(directory / "memory.memsw.limit_in_bytes", str(limits.memory_mb * 1024 * 1024))
             elif controller == "pids":
-                (directory / "pids.max").write_text(str(limits.pids))
+                _write(directory / "pids.max", str(limits.pids))
             elif controller == "cpu":
-                (directory / "cpu.cfs_period_us").write_text("100000")
-                (directory / "cpu.cfs_quota_us").write_text(str(max(1000, int(limits.cpus * 100000))))
+                _write(directory / "cpu.cfs_period_us", "100000")
+                _write(directory / "cpu.cfs_quota_us", str(max(1000, int(limits.cpus * 100000))))
     except OSError:
         for directory in made:
             _remove_cgroup(Path(directory))
@@ -152,10 +164,10 @@ def _cgroup_v2(limits: Limits, name: str) -> AppliedLimits | None:
     directory = CGROUP_ROOT / name
     directory.mkdir()
     try:
-        (directory / "memory.max").write_text(str(limits.memory_mb * 1024 * 1024))
+        _write(directory / "memory.max", str(limits.memory_mb * 1024 * 1024))
         _try_write(directory / "memory.swap.max", "0")
-        (directory / "pids.max").write_text(str(limits.pids))
-        (directory / "cpu.max").write_text(f"{max(1000, int(limits.cpus * 100000))} 100000")
+        _write(directory / "pids.max", str(limits.pids))
+        _write(directory / "cpu.max", f"{max(1000, int(limits.cpus * 100000))} 100000")
     except OSError:
         _remove_cgroup(directory)
         raise
@@ -163,21 +175,45 @@ def _cgroup_v2(limits: Limits, name: str) -> AppliedLimits | None:
 
 
 def _members(directory: Path) -> list[int]:
+    return [int(line) for line in (_read(directory / "cgroup.procs") or "").split()]
+
+
+def _read(path: Path) -> str | None:
+    """A cgroup file's text (one open, one read, one close), None where it is not."""
     try:
-        return [int(line) for line in (directory / "cgroup.procs").read_text().split()]
+        descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return []
+        return None
+    try:
+        return os.read(descriptor, 1 << 16).decode()
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _write(path: Path, value: str) -> None:
+    """A cgroup setting: one open, one write, one close (a short write raises, as the kernel refuses values whole)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(descriptor, value.encode())
+    finally:
+        os.close(descriptor)
 
 
 def _try_write(path: Path, value: str) -> None:
     try:
-        path.write_text(value)
+        _write(path, value)
     except OSError:
         pass  # swap accounting is optional in the kernel
 
 
-def _remove_cgroup(directory: Path) -> None:
+def _remove_cgroup(directory: Path) -> bool:
+    """True once it is gone (the kernel refuses to remove a cgroup with a process in it)."""
     try:
         directory.rmdir()
+    except FileNotFoundError:
+        return True
     except OSError:
-        pass  # still busy or already gone; the kernel keeps an empty cgroup harmlessly
+        return False  # still busy; the kernel keeps an empty cgroup harmlessly
+    return True
