@@ -13,6 +13,7 @@ import hashlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import uuid
@@ -51,7 +52,14 @@ class Mount(BaseModel):
 
 
 def bwrap_path() -> str | None:
-    return shutil.which("bwrap")
+    """Looked up on PATH until found, then kept: every sandbox start asks."""
+    global _BWRAP
+    if _BWRAP is None:
+        _BWRAP = shutil.which("bwrap")
+    return _BWRAP
+
+
+_BWRAP: str | None = None
 
 
 @functools.cache
@@ -224,17 +232,18 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
         if path != "/root":
             argv += _private_dir(path, size, scratch)
     for name in SYSTEM_DIRS:
-        source = base / name
-        if source.is_symlink():
+        source = os.path.join(base, name)
+        kind = _kind(source)
+        if stat.S_ISLNK(kind):
             argv += ["--symlink", os.readlink(source), f"/{name}"]
-        elif source.is_dir():
-            argv += ["--ro-bind", str(source), f"/{name}"]
+        elif stat.S_ISDIR(kind):
+            argv += ["--ro-bind", source, f"/{name}"]
     argv += ["--ro-bind", str(PROFILE), "/etc/profile"]
     for name in MASKED_FILES:
-        if (base / name).exists():
+        if os.path.exists(os.path.join(base, name)):
             argv += ["--ro-bind", str(EMPTY_FILE), f"/{name}"]
     for name in MASKED_DIRS:
-        if (base / name).is_dir():
+        if os.path.isdir(os.path.join(base, name)):
             argv += ["--tmpfs", f"/{name}"]
     # Before the extra binds: a toolchain under /root must stay visible.
     argv += _private_dir("/root", tmpfs_sizes(memory_mb)["/root"], scratch)
@@ -255,6 +264,14 @@ def bwrap_command(root: Path, *, workdir: str, env: dict[str, str], network: boo
         return argv + ["--", *command]
     # -S: the runner is standard-library only, so site's scan of site-packages is start-up time for nothing.
     return argv + ["/usr/bin/python3", "-u", "-I", "-S", inside, "--workdir", workdir]
+
+
+def _kind(path: str) -> int:
+    """The file type bits of `path` itself (a link is not followed), 0 where there is nothing."""
+    try:
+        return stat.S_IFMT(os.lstat(path).st_mode)
+    except OSError:
+        return 0
 
 
 def _private_dir(path: str, size: int, scratch: Path | None) -> list[str]:
@@ -385,10 +402,13 @@ def _release_host_root(root: Path) -> None:
 def _top_level(root: Path) -> list[Path]:
     """The environment's own top-level directories and files (`COPY f /f`), never links. Only the host's build
     makes entries there: inside, the root is read-only."""
-    if not root.is_dir():
+    try:
+        with os.scandir(root) as listing:  # the types come with the names: no stat per entry
+            entries = [e.name for e in listing if (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
+                       and e.name not in RESERVED_DIRS | HARBOR_TOP_DIRS]
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return [e for e in sorted(root.iterdir()) if (e.is_dir() or e.is_file()) and not e.is_symlink()
-            and e.name not in RESERVED_DIRS | HARBOR_TOP_DIRS]
+    return [root / name for name in sorted(entries)]
 
 
 def _runner_env(env: dict[str, str]) -> dict[str, str]:
