@@ -52,14 +52,14 @@ class Mount(BaseModel):
 
 
 def bwrap_path() -> str | None:
-    """Looked up on PATH until found, then kept: every sandbox start asks."""
-    global _BWRAP
-    if _BWRAP is None:
-        _BWRAP = shutil.which("bwrap")
-    return _BWRAP
+    """Looked up on PATH until found, then kept for that PATH: every sandbox start asks."""
+    search = os.environ.get("PATH", os.defpath)
+    if (found := _BWRAP.get(search)) is None and (found := shutil.which("bwrap", path=search)) is not None:
+        _BWRAP[search] = found
+    return found
 
 
-_BWRAP: str | None = None
+_BWRAP: dict[str, str] = {}
 
 
 @functools.cache
