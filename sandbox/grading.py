@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import math
+import re
 import shlex
 import time
 import uuid
@@ -244,10 +245,17 @@ def verifier_env(task: Task) -> dict[str, str]:
 
 
 def _test_command(task: Task, baseline: GitBaseline) -> str:
-    """test.sh as `_run_verifier` runs it, as the last command of the one exec: its environment given by `env`
-    (the stage before it keeps the sandbox's, as the separate stage does)."""
-    assignments = [shlex.quote(f"{key}={value}") for key, value in verifier_env(task).items()]
-    return f"env -- {' '.join(assignments)} bash /tests/test.sh" if assignments else "bash /tests/test.sh"
+    """test.sh as `_run_verifier` runs it, as the last command of the one exec, its environment exported just
+    before (the stage before it keeps the sandbox's, as the separate stage does); `env` where a name is not one
+    the shell can export."""
+    env = verifier_env(task)
+    assignments = " ".join(shlex.quote(f"{key}={value}") for key, value in env.items())
+    if all(_SHELL_NAME.fullmatch(key) for key in env):
+        return f"export {assignments}\nexec bash /tests/test.sh" if env else "exec bash /tests/test.sh"
+    return f"exec env -- {assignments} bash /tests/test.sh"
+
+
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 async def read_reward(read: Callable[[str, int], Awaitable[bytes | None]]

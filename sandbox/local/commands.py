@@ -59,20 +59,22 @@ class CommandSandbox:
     async def exec(self, command: str, *, timeout: float, cwd: str | None = None,
                    env: dict[str, str] | None = None, user: str | None = None, login: bool = False) -> ExecResult:
         """`command` under `bash -c` (`-lc` with `login`), as the tool runner runs it, in a bubblewrap of its own."""
-        first, _ = await self._exec(command, timeout, cwd, env, user, login, None, 0.0)
+        first, _ = await self._exec(["/bin/bash", "-lc" if login else "-c", command], timeout, cwd, env, user,
+                                    None, 0.0)
         return first
 
     async def exec_then(self, command: str, *, timeout: float, marker: str, then_timeout: float,
                         env: dict[str, str] | None = None) -> tuple[ExecResult, ExecResult | None]:
-        """One bubblewrap for two commands, told apart by `marker`: `command` prints the line `marker` on stdout and
-        on stderr, then `exec`s the second one. (what came before the marker on each stream, what came after), each
-        capped and timed on its own: `timeout` until the marker reaches the host, `then_timeout` from then on; the
-        second is None when no marker came. The first marker on a stream is the only one read, so nothing the
-        second command prints can move the split; its exit status is bubblewrap's."""
-        return await self._exec(command, timeout, None, env, None, False, marker.encode(), then_timeout)
+        """One bubblewrap for two commands, told apart by `marker`: `command` (the harness's own POSIX sh, run by
+        /bin/sh) prints the line `marker` on stdout and on stderr, then `exec`s the second one. (what came before the
+        marker on each stream, what came after), each capped and timed on its own: `timeout` until the marker
+        reaches the host, `then_timeout` from then on; the second is None when no marker came. The first marker on
+        a stream is the only one read, so nothing the second command prints can move the split; its exit status is
+        bubblewrap's."""
+        return await self._exec(["/bin/sh", "-c", command], timeout, None, env, None, marker.encode(), then_timeout)
 
-    async def _exec(self, command: str, timeout: float, cwd: str | None, env: dict[str, str] | None,
-                    user: str | None, login: bool, marker: bytes | None,
+    async def _exec(self, command: list[str], timeout: float, cwd: str | None, env: dict[str, str] | None,
+                    user: str | None, marker: bytes | None,
                     then_timeout: float) -> tuple[ExecResult, ExecResult | None]:
         if user is not None:
             raise SandboxError(f"the local backend runs every command as uid {SANDBOX_UID}; cannot run as {user!r}")
@@ -82,7 +84,7 @@ class CommandSandbox:
             argv = bwrap_command(self.root, workdir=cwd or self.workdir, env={**self.env, **(env or {})},
                                  network=self._network, options=self._options, mounts=self._mounts,
                                  memory_mb=self._memory_mb, scratch=self._scratch,
-                                 command=["/bin/bash", "-lc" if login else "-c", command])
+                                 command=command)
             return await self._run(argv, timeout, marker, then_timeout)
 
     async def _run(self, argv: list[str], timeout: float, marker: bytes | None,

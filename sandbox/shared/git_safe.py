@@ -140,16 +140,16 @@ def prepare_command(baseline: GitBaseline, marker: str, then: str | None = None)
     `<marker> capture=<exit>`, restore's output, `<marker> restore=<exit>` (`prepared_parts` reads it back).
     Capture and restore run as `capture_command` and `restore_command` do, each in a subshell of one clean `sh`; the
     stage runs only after a restore that worked, in the verifier's environment as `stage_command` does, and its
-    output is dropped, as the harness drops it. `then` (test.sh): after the stage, the line `<marker>` on stderr and
-    on stdout, and `then` replaces the shell, so it is the command's last process and its exit status the
-    command's (the local CommandSandbox's `exec_then` splits the two)."""
+    output is dropped, as the harness drops it. `then` (test.sh's command, ending with an `exec` of it): after the
+    stage, the line `<marker>` on stderr and on stdout, then `then`, so that test.sh is the command's last process
+    and its exit status the command's (the local CommandSandbox's `exec_then` splits the two)."""
     script = (f"M=$1\nshift\n(\n{_CAPTURE})\nprintf '\\n%s capture=%s\\n' \"$M\" $? >&2\n"
               f"shift 3\n(\n{_RESTORE}) >&2\nr=$?\nprintf '%s restore=%s\\n' \"$M\" $r >&2\nexit $r\n")
     stage = f"{{ set -- {shlex.join([baseline.top, baseline.git_dir])}\n{_STAGE}}} >/dev/null 2>&1"
     clean = _clean(script, marker, baseline.top, baseline.git_dir, baseline.commit, baseline.workdir, baseline.top,
                    baseline.git_dir, "", baseline.link_b64 or "", baseline.config_b64 or "")
     ending = "exit 0" if then is None else (f"printf '\\n%s\\n' {shlex.quote(marker)} >&2\n"
-                                            f"printf '\\n%s\\n' {shlex.quote(marker)}\nexec {then}")
+                                            f"printf '\\n%s\\n' {shlex.quote(marker)}\n{then}")
     return f"{clean.removeprefix('exec ')}\n[ $? = 0 ] || exit 0\n{stage}\n{ending}"
 
 

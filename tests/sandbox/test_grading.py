@@ -175,7 +175,8 @@ def test_an_episode_starts_one_runner_then_one_verifier_command(make_task, sandb
     agent, verification = run(scenario())
     assert len(started) == 1 and started[0] is agent and not agent.alive
     assert [alive for _, alive in commands] == [False]  # after every agent process is gone
-    command = commands[0][0]
+    shell, command = commands[0][0][:2], commands[0][0][2]
+    assert shell == ["/bin/sh", "-c"]  # the harness's own script
     assert "read-tree" in command and "restore=" in command and command.rstrip().endswith(" bash /tests/test.sh")
     assert command.index("restore=") < command.index("add -A", command.index("restore=")) \
         < command.index("bash /tests/test.sh")  # the stage after the restore, test.sh last

@@ -194,3 +194,20 @@ def test_one_exec_grades_through_a_forged_marker(make_task, sandbox_options):
     assert "+changed" in verification.patch and "forged" not in verification.patch
     assert verification.grade.exit_code == 0 and verification.grade.reward == 0.0  # test.sh found the marker
     assert "forged patch line" in verification.grade.output_tail
+
+
+@pytest.mark.parametrize("name", ["JUDGE_MODEL", "judge-model"])  # exported by the shell, or given by `env`
+def test_one_exec_gives_test_sh_the_verifier_env_whatever_its_names(make_task, sandbox_options, name):
+    test_sh = (f"env | grep -qx '{name}=it'\"'\"'s \"quoted\" $HOME' && echo 1 > /logs/verifier/reward.txt || "
+               "echo 0 > /logs/verifier/reward.txt\n")
+    task = make_task("verifier-env", files={"tests/test.sh": test_sh})
+    task.config.verifier.env = {name: "it's \"quoted\" $HOME"}
+
+    async def go():
+        opened = await open_sandbox(task, sandbox_options)
+        try:
+            return await verify(opened, task)
+        finally:
+            await opened.close()
+
+    assert run(go()).grade.reward == 1.0
