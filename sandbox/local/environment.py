@@ -4,12 +4,14 @@ caches it by content hash, and opens fresh bubblewrap sandboxes on private copie
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import glob
 import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -461,12 +463,110 @@ class _Plan:
         return sources
 
 
+# Trees up to these sizes are copied by the harness itself: spawning `cp` from this (large) process costs more than
+# copying a few hundred files. Larger trees go to `cp`, which also reflinks where the file system can.
+COPY_IN_PROCESS_ENTRIES = 2000
+COPY_IN_PROCESS_BYTES = 32 << 20
+_LARGE_TREES: set[Path] = set()  # built roots never change: too large once, too large for good
+
+
 async def _copy_tree(source: Path, destination: Path) -> None:
+    """`cp -a source destination`: modes, owners, times, extended attributes and hard links kept, links copied as
+    links (never followed)."""
+    if source not in _LARGE_TREES:
+        try:
+            if await asyncio.to_thread(_copy_small_tree, source, destination):
+                return
+        except OSError as exc:
+            raise SandboxError(f"could not copy the environment: {exc}") from None
+        _LARGE_TREES.add(source)
     process = await asyncio.create_subprocess_exec("cp", "-a", "--reflink=auto", str(source), str(destination),
                                                    stderr=asyncio.subprocess.PIPE)
     _, err = await process.communicate()
     if process.returncode != 0:
         raise SandboxError(f"could not copy the environment: {err.decode(errors='replace').strip()}")
+
+
+def _copy_small_tree(source: Path, destination: Path) -> bool:
+    """The copy `cp -a` makes, done here; False (nothing written) when the tree is larger than the limits. The
+    source is a built root (made by the host, never changed after its build): read without following links."""
+    entries: list[tuple[str, os.stat_result]] = []
+    size = 0
+    pending = [""]
+    while pending:
+        relative = pending.pop()
+        with os.scandir(os.path.join(source, relative)) as listing:
+            for entry in listing:
+                facts = entry.stat(follow_symlinks=False)
+                entries.append((os.path.join(relative, entry.name), facts))
+                size += facts.st_size if stat.S_ISREG(facts.st_mode) else 0
+                if stat.S_ISDIR(facts.st_mode):
+                    pending.append(entries[-1][0])
+        if len(entries) > COPY_IN_PROCESS_ENTRIES or size > COPY_IN_PROCESS_BYTES:
+            return False
+    entries.sort(key=lambda item: item[0])  # parents before their children
+    os.mkdir(destination, 0o700)
+    directories = [(str(destination), str(source), os.lstat(source))]
+    linked: dict[tuple[int, int], str] = {}
+    for relative, facts in entries:
+        origin, target = os.path.join(source, relative), os.path.join(destination, relative)
+        mode = facts.st_mode
+        if stat.S_ISDIR(mode):
+            os.mkdir(target, 0o700)  # its own mode once its entries are in
+            directories.append((target, origin, facts))
+            continue
+        if facts.st_nlink > 1:  # hard links stay hard links, as cp -a keeps them
+            first = linked.setdefault((facts.st_dev, facts.st_ino), target)
+            if first != target:
+                os.link(first, target, follow_symlinks=False)
+                continue
+        if stat.S_ISREG(mode):
+            _copy_file(origin, target, facts)
+            continue
+        if stat.S_ISLNK(mode):
+            os.symlink(os.readlink(origin), target)
+        elif stat.S_ISFIFO(mode):
+            os.mkfifo(target, 0o600)
+        else:  # sockets and device nodes, as cp -a makes them
+            os.mknod(target, 0o600 | stat.S_IFMT(mode), facts.st_rdev)
+        _keep_attributes(target, origin, facts)
+    for target, origin, facts in directories:  # once every entry is in: creating one moves its directory's time
+        _keep_attributes(target, origin, facts)
+    return True
+
+
+def _copy_file(origin: str, target: str, facts: os.stat_result) -> None:
+    source = os.open(origin, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        copy = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            left = facts.st_size
+            while left > 0 and (sent := os.sendfile(copy, source, None, min(left, 1 << 30))):
+                left -= sent
+            _keep_attributes(copy, origin, facts)
+        finally:
+            os.close(copy)
+    finally:
+        os.close(source)
+
+
+def _keep_attributes(target: str | int, origin: str, facts: os.stat_result) -> None:
+    """Owner, extended attributes, mode and times of `origin` on `target` (a path, never followed, or an open
+    file), in cp -a's order: the owner before the mode (a chown clears set-id bits)."""
+    follow = isinstance(target, int)  # an open file: nothing to follow
+    try:
+        os.chown(target, facts.st_uid, facts.st_gid, follow_symlinks=follow)
+    except OSError as exc:
+        if os.geteuid() == 0 or exc.errno not in (errno.EPERM, errno.EINVAL):
+            raise  # as cp -a: only an unprivileged user may fail to keep the owner, silently
+    for name in os.listxattr(origin, follow_symlinks=False):
+        try:  # as cp -a (not --preserve=all): an attribute that cannot be kept is not an error
+            os.setxattr(target, name, os.getxattr(origin, name, follow_symlinks=False), follow_symlinks=follow)
+        except OSError:
+            pass
+    if not stat.S_ISLNK(facts.st_mode):  # made here, not a link: nothing to follow
+        os.chmod(target, stat.S_IMODE(facts.st_mode))
+    os.utime(target, ns=(facts.st_atime_ns, facts.st_mtime_ns), follow_symlinks=follow)
 
 
 def _lock_file(path: Path):
