@@ -502,8 +502,8 @@ def _copy_small_tree(source: Path, destination: Path) -> bool:
                 size += facts.st_size if stat.S_ISREG(facts.st_mode) else 0
                 if stat.S_ISDIR(facts.st_mode):
                     pending.append(entries[-1][0])
-        if len(entries) > COPY_IN_PROCESS_ENTRIES or size > COPY_IN_PROCESS_BYTES:
-            return False
+                if len(entries) > COPY_IN_PROCESS_ENTRIES or size > COPY_IN_PROCESS_BYTES:
+                    return False  # known before anything is written
     entries.sort(key=lambda item: item[0])  # parents before their children
     os.mkdir(destination, 0o700)
     directories = [(str(destination), str(source), os.lstat(source))]
