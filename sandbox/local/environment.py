@@ -490,6 +490,9 @@ async def _copy_tree(source: Path, destination: Path) -> None:
 def _copy_small_tree(source: Path, destination: Path) -> bool:
     """The copy `cp -a` makes, done here; False (nothing written) when the tree is larger than the limits. The
     source is a built root (made by the host, never changed after its build): read without following links."""
+    top = os.lstat(source)
+    if not stat.S_ISDIR(top.st_mode):
+        return False  # cp -a's own business
     entries: list[tuple[str, os.stat_result]] = []
     size = 0
     pending = [""]
@@ -506,7 +509,7 @@ def _copy_small_tree(source: Path, destination: Path) -> bool:
                     return False  # known before anything is written
     entries.sort(key=lambda item: item[0])  # parents before their children
     os.mkdir(destination, 0o700)
-    directories = [(str(destination), str(source), os.lstat(source))]
+    directories = [(str(destination), str(source), top)]
     linked: dict[tuple[int, int], str] = {}
     for relative, facts in entries:
         origin, target = os.path.join(source, relative), os.path.join(destination, relative)
