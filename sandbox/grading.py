@@ -89,7 +89,9 @@ async def verify(opened: OpenedSandbox, task: Task, *, capture: bool = True) -> 
             await opened.quiesce()
             if _one_exec(opened, baseline):
                 assert baseline is not None
-                patch, patch_error, prepared, tested = await prepare_repository(opened.sandbox, baseline, task)
+                made = getattr(opened, "prepare_capture", None)  # the local backend's host-made git directory
+                patch, patch_error, prepared, tested = await prepare_repository(
+                    opened.sandbox, baseline, task, capture_dir=made() if made is not None else None)
             else:
                 patch, patch_error = await capture_patch(opened.sandbox, opened.git_baseline)
         else:
@@ -160,24 +162,27 @@ async def capture_patch(sandbox: Sandbox, baseline: GitBaseline | None) -> tuple
     return result.stdout, None
 
 
-async def prepare_repository(sandbox: Sandbox, baseline: GitBaseline, task: Task | None = None
+async def prepare_repository(sandbox: Sandbox, baseline: GitBaseline, task: Task | None = None, *,
+                             capture_dir: str | None = None
                              ) -> tuple[str, str | None, tuple[bool, bool], ExecResult | None]:
     """`capture_patch`, `restore_repository` and the stage before test.sh in one exec (`git_safe.prepare_command`),
     where the capture sandbox is already the verifier's and one user runs everything; with `task`, on a sandbox that
     runs two commands in one (`exec_then`: the local backend), test.sh too: (patch, why it is missing, (restored,
     staged), test.sh's result or None). A part that did not finish is left to the separate calls, which `verify`
-    then makes."""
+    then makes. `capture_dir`: capture's git directory, already made by the host (git_safe.prepare_command)."""
     marker = f"leafcost-{uuid.uuid4().hex}"
     exec_then = getattr(sandbox, "exec_then", None) if task is not None else None
     tested = None
     if exec_then is not None:
         assert task is not None
         test = _test_command(task, baseline)
-        result, tested = await exec_then(git_safe.prepare_command(baseline, marker, then=test),
+        result, tested = await exec_then(git_safe.prepare_command(baseline, marker, then=test,
+                                                                  capture_dir=capture_dir),
                                          timeout=3 * PATCH_TIMEOUT_SEC, marker=marker,
                                          then_timeout=task.config.verifier.timeout_sec)
     else:
-        result = await sandbox.exec(git_safe.prepare_command(baseline, marker), timeout=3 * PATCH_TIMEOUT_SEC)
+        result = await sandbox.exec(git_safe.prepare_command(baseline, marker, capture_dir=capture_dir),
+                                    timeout=3 * PATCH_TIMEOUT_SEC)
     capture_errors, captured, restore_output, restored = git_safe.prepared_parts(result.stderr, marker)
     if captured is None:
         why = (f"patch capture ran longer than {3 * PATCH_TIMEOUT_SEC:g}s" if result.timed_out

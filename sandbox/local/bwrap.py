@@ -277,9 +277,14 @@ def _kind(path: str) -> int:
 def _private_dir(path: str, size: int, scratch: Path | None) -> list[str]:
     if scratch is None:
         return ["--size", str(size), "--tmpfs", path]
-    source = scratch / path.strip("/").replace("/", "-")
+    source = private_dir_source(scratch, path)
     source.mkdir(exist_ok=True)  # the host's user is the sandbox's: it owns it inside, as a tmpfs of its own
     return ["--bind", str(source), path]
+
+
+def private_dir_source(scratch: Path, path: str) -> Path:
+    """The host directory that stands at `path` (/tmp, /var/tmp, /run or /root) in sandboxes over `scratch`."""
+    return scratch / path.strip("/").replace("/", "-")
 
 
 async def runner_bytecode(options: SandboxOptions) -> Path | None:

@@ -46,6 +46,11 @@ class CommandSandbox:
         self._closed = False
 
     @property
+    def scratch(self) -> Path:
+        """The host directory whose subdirectories are the sandbox's /tmp, /var/tmp, /run and /root."""
+        return self._scratch
+
+    @property
     def alive(self) -> bool:
         return not self._closed
 

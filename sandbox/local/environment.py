@@ -4,6 +4,8 @@ caches it by content hash, and opens fresh bubblewrap sandboxes on private copie
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import errno
 import fcntl
 import glob
@@ -30,11 +32,11 @@ from sandbox.shared.dockerfile import (
     parse_dockerfile,
     substitute,
 )
-from sandbox.shared.git_safe import RECORD, baseline_from_facts
+from sandbox.shared.git_safe import RECORD, baseline_from_facts, baseline_index_command
 from sandbox.leaf_tools import LEAF_TOOLS_SHA256, RUNNER_VERSION
 from sandbox.local.limits import Limits, remove_orphan_cgroups
 from sandbox.local.commands import CommandSandbox
-from sandbox.local.bwrap import HARBOR_TOP_DIRS, RESERVED_DIRS, LocalSandbox, Mount, bwrap_version
+from sandbox.local.bwrap import HARBOR_TOP_DIRS, RESERVED_DIRS, LocalSandbox, Mount, bwrap_version, private_dir_source
 from sandbox.shared.owner import owner_gone, write_owner
 from sandbox.protocol import BuildError, GitBaseline, SandboxError, SandboxOptions, SandboxSpec
 from sandbox.tasks import Task
@@ -42,6 +44,7 @@ from sandbox.tasks import Task
 # Bump when the way environments are built changes, so old cache entries are not reused.
 BUILD_FORMAT = "4"
 WORKSPACE_PREFIX = "leafcost-ws-"
+BASELINE_INDEX_FILE = "baseline.index"  # beside an environment's root/: the git index of its baseline commit
 BASELINE_COMMIT = ("git init -q 2>/dev/null; git add -A && git -c user.name=leafcost -c user.email=leafcost@localhost "
                    "-c commit.gpgsign=false commit -q --allow-empty --no-verify -m 'leafcost baseline'")
 
@@ -104,6 +107,24 @@ class LocalOpened(BaseModel, arbitrary_types_allowed=True):
         starts two sandboxes, not three."""
         await self._start_verifier_sandbox()
         self._verifier_ready = True
+
+    def prepare_capture(self) -> str | None:
+        """Patch capture's git directory (git_safe's `_CAPTURE` $P), made by the host in the verifier's own /tmp
+        before any of its commands ran (a host directory no agent ever had), with the build's baseline index where
+        there is one: its path inside, or None where capture makes its own."""
+        git = self.built.git
+        if git is None or not self._verifier_ready or not isinstance(self.sandbox, CommandSandbox):
+            return None
+        name = f"leafcost-git.{uuid.uuid4().hex}"
+        made = private_dir_source(self.sandbox.scratch, "/tmp") / name / "git"
+        (made / "objects" / "info").mkdir(parents=True)
+        (made / "refs").mkdir()
+        (made / "HEAD").write_text("ref: refs/heads/leafcost\n")
+        (made / "objects" / "info" / "alternates").write_text(f"{git.git_dir}/objects\n")
+        index = self.built.root.parent / BASELINE_INDEX_FILE
+        if index.is_file():
+            shutil.copyfile(index, made / "index")
+        return f"/tmp/{name}"
 
     async def start_verifier(self) -> None:
         """A fresh /tests (a copy of the task's tests) and a fresh /logs/verifier, both made by the host where no
@@ -323,14 +344,31 @@ async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> B
             raise BuildError(f"task {task.task_id}: could not record the git baseline in {plan.workdir}: "
                              f"{(result.stderr or result.stdout)[-500:]}")
         recorded = await sandbox.exec(RECORD, timeout=60, cwd=plan.workdir, env=plan.env)
+        index = await _baseline_index(sandbox, recorded.facts())
     finally:
         await sandbox.close()
+    if index is not None:  # beside root/, never in it: no sandbox sees it
+        (root.parent / BASELINE_INDEX_FILE).write_bytes(index)
     for name in ("tests", "solution", "logs"):  # Harbor's dirs start empty in every episode
         shutil.rmtree(root / name, ignore_errors=True)
     git = baseline_from_facts(recorded.facts(), restore_as=None)  # one sandbox user does everything here
     return BuiltEnvironment(key=key, root=root, workdir=plan.workdir, env=plan.env, from_image=plan.from_image,
                             ignored_instructions=plan.ignored, git=git,
                             build_seconds=time.monotonic() - started)
+
+
+async def _baseline_index(sandbox: LocalSandbox, facts: dict[str, str]) -> bytes | None:
+    """The baseline commit's git index, which every episode's patch capture starts from (git_safe.BASELINE_INDEX);
+    None where it cannot be made (capture then makes it itself, as before)."""
+    if not facts.get("head") or not facts.get("git_dir"):
+        return None
+    made = await sandbox.exec(baseline_index_command(facts["git_dir"], facts["head"]), timeout=120)
+    if not made.ok or made.truncated_bytes:
+        return None
+    try:
+        return base64.b64decode(made.stdout, validate=False) or None
+    except (binascii.Error, ValueError):
+        return None
 
 
 class _Plan:

@@ -27,24 +27,45 @@ common=$(leafcost_git rev-parse --git-common-dir) && echo "git_dir=$(cd "$common
 [ -f "$top/.git" ] && echo "git_link=$(base64 < "$top/.git" | tr -d '\n')"
 true"""
 
-# The patch, Leaf's way (`git add -A && git diff --cached --binary`) but against the recorded baseline commit, in a
-# git directory made now ($H), with the agent's object store as an alternate (objects are data, never run). Nothing
-# of the agent's .git/config, hooks or info/attributes is read; a `.gitattributes` in the tree names drivers that
-# no configuration defines, so they are inert. The git directory is made by hand, as `git init --bare --template=`
+# A git directory of the harness's own at $H for the baseline commit: made by hand, as `git init --bare --template=`
 # makes it less its config (each setting it would write is git's default on Linux; core.bare is given): one git
-# process fewer. $1 top directory, $2 the repository's git directory, $3 the baseline.
-_CAPTURE = r"""T=$1 C=$2 BASE=$3
-H=$(mktemp -d /tmp/leafcost-git.XXXXXX) || exit 1
+# process fewer; the agent's object store ($C/objects) as an alternate (objects are data, never run).
+_FRESH_GIT_DIR = r"""mkdir -p "$H/git/objects/info" "$H/git/refs" || exit 1
+echo "ref: refs/heads/leafcost" > "$H/git/HEAD" && echo "$C/objects" > "$H/git/objects/info/alternates" || exit 1
+"""
+
+# The patch, Leaf's way (`git add -A && git diff --cached --binary`) but against the recorded baseline commit, in a
+# git directory made now ($H), after every agent process is gone. Nothing of the agent's .git/config, hooks or
+# info/attributes is read; a `.gitattributes` in the tree names drivers that no configuration defines, so they are
+# inert. $1 top directory, $2 the repository's git directory, $3 the baseline. $P, when set: such a git directory
+# the host already made where no sandbox process ever was (the local verifier's own /tmp), its index the baseline's
+# (`BASELINE_INDEX`, made by the build) where the build could make one: no mktemp, mkdir or read-tree then.
+_CAPTURE = r"""T=$1 C=$2 BASE=$3 H=${P:-}
+if [ -z "$H" ]; then H=$(mktemp -d /tmp/leafcost-git.XXXXXX) || exit 1; fi
 trap 'rm -rf "$H"' EXIT
 export HOME="$H" XDG_CONFIG_HOME="$H"
 case "$(cd "$H" && pwd -P)/" in "$(cd "$T" && pwd -P)/"*) echo "/tmp lies inside the repository" >&2; exit 1;; esac
-mkdir -p "$H/git/objects/info" "$H/git/refs" || exit 1
-echo "ref: refs/heads/leafcost" > "$H/git/HEAD" && echo "$C/objects" > "$H/git/objects/info/alternates" || exit 1
+[ -d "$H/git" ] || {
+""" + _FRESH_GIT_DIR + r"""}
 export GIT_DIR="$H/git" GIT_WORK_TREE="$T"
 set -- git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.bare=false
-"$@" read-tree "$BASE" 2>/dev/null || { echo "the baseline commit $BASE is gone from $C/objects" >&2; exit 3; }
-"$@" add -A || exit 1
-"$@" diff --cached --binary --no-ext-diff --no-textconv "$BASE"
+if [ ! -f "$H/git/index" ]; then
+  "$@" read-tree "$BASE" 2>/dev/null || { echo "the baseline commit $BASE is gone from $C/objects" >&2; exit 3; }
+fi
+"$@" add -A && "$@" diff --cached --binary --no-ext-diff --no-textconv "$BASE" && exit 0
+r=$?  # with the build's index no read-tree looked for the baseline: a failure says whether it is gone
+"$@" cat-file -e "$BASE^{tree}" 2>/dev/null || { echo "the baseline commit $BASE is gone from $C/objects" >&2; exit 3; }
+exit $r
+"""
+
+# Run by the local build once the baseline is recorded, where no agent ever was: the baseline commit's index (what
+# capture's `read-tree` makes), base64 on stdout, for the episodes' capture to start from. $1 the repository's git
+# directory, $2 the baseline.
+BASELINE_INDEX = r"""C=$1 BASE=$2
+H=$(mktemp -d /tmp/leafcost-index.XXXXXX) || exit 1
+trap 'rm -rf "$H"' EXIT
+""" + _FRESH_GIT_DIR + r"""export GIT_DIR="$H/git"
+git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.bare=true read-tree "$BASE" && base64 < "$H/git/index"
 """
 
 # Whether directory $1 still is the path it was recorded as: a directory, no link, resolving to itself.
@@ -134,7 +155,13 @@ def stage_command(baseline: GitBaseline) -> str:
     return f"set -- {shlex.join([baseline.top, baseline.git_dir])}\n{_STAGE}"
 
 
-def prepare_command(baseline: GitBaseline, marker: str, then: str | None = None) -> str:
+def baseline_index_command(git_dir: str, commit: str) -> str:
+    """`BASELINE_INDEX` for a repository, in a clean environment."""
+    return _clean(BASELINE_INDEX, git_dir, commit)
+
+
+def prepare_command(baseline: GitBaseline, marker: str, then: str | None = None, capture_dir: str | None = None
+                    ) -> str:
     """Capture, restore and stage in one command, for a backend whose capture sandbox is already the verifier's and
     where one user runs everything: stdout is the patch alone; stderr carries capture's errors, then
     `<marker> capture=<exit>`, restore's output, `<marker> restore=<exit>` (`prepared_parts` reads it back).
@@ -142,11 +169,13 @@ def prepare_command(baseline: GitBaseline, marker: str, then: str | None = None)
     stage runs only after a restore that worked, in the verifier's environment as `stage_command` does, and its
     output is dropped, as the harness drops it. `then` (test.sh's command, ending with an `exec` of it): after the
     stage, the line `<marker>` on stderr and on stdout, then `then`, so that test.sh is the command's last process
-    and its exit status the command's (the local CommandSandbox's `exec_then` splits the two)."""
-    script = (f"M=$1\nshift\n(\n{_CAPTURE})\nprintf '\\n%s capture=%s\\n' \"$M\" $? >&2\n"
+    and its exit status the command's (the local CommandSandbox's `exec_then` splits the two). `capture_dir`:
+    capture's git directory, made by the host (`_CAPTURE`'s $P)."""
+    script = (f"M=$1 P=$2\nshift 2\n(\n{_CAPTURE})\nprintf '\\n%s capture=%s\\n' \"$M\" $? >&2\n"
               f"shift 3\n(\n{_RESTORE}) >&2\nr=$?\nprintf '%s restore=%s\\n' \"$M\" $r >&2\nexit $r\n")
     stage = f"{{ set -- {shlex.join([baseline.top, baseline.git_dir])}\n{_STAGE}}} >/dev/null 2>&1"
-    clean = _clean(script, marker, baseline.top, baseline.git_dir, baseline.commit, baseline.workdir, baseline.top,
+    clean = _clean(script, marker, capture_dir or "", baseline.top, baseline.git_dir, baseline.commit,
+                   baseline.workdir, baseline.top,
                    baseline.git_dir, "", baseline.link_b64 or "", baseline.config_b64 or "")
     ending = "exit 0" if then is None else (f"printf '\\n%s\\n' {shlex.quote(marker)} >&2\n"
                                             f"printf '\\n%s\\n' {shlex.quote(marker)}\n{then}")

@@ -4,6 +4,7 @@ restore and stage (sandbox/grading.py `prepare_repository`, git_safe.prepare_com
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -211,3 +212,40 @@ def test_one_exec_gives_test_sh_the_verifier_env_whatever_its_names(make_task, s
             await opened.close()
 
     assert run(go()).grade.reward == 1.0
+
+
+def test_capture_starts_from_the_builds_baseline_index_in_a_host_made_git_directory(make_task, sandbox_options):
+    """The build keeps the baseline commit's index beside the environment's root (never in it); each verifier's
+    capture starts from it in a git directory the host made in the verifier's own /tmp, and makes its own when the
+    index is missing (an environment built before there was one). The patch is the same either way."""
+    import subprocess
+
+    from sandbox.local.environment import BASELINE_INDEX_FILE, build_environment
+
+    task = make_task("baseline-index")
+    built = run(build_environment(task, sandbox_options))
+    index = built.root.parent / BASELINE_INDEX_FILE
+    repo = built.root / built.git.git_dir.lstrip("/")
+    expected = built.root.parent / "expected.index"
+    subprocess.run(["git", "--git-dir", str(repo), "read-tree", built.git.commit], check=True,
+                   env={"GIT_INDEX_FILE": str(expected), "PATH": "/usr/bin:/bin"})
+    assert index.read_bytes() == expected.read_bytes()  # what capture's own read-tree makes
+    assert not (built.root / BASELINE_INDEX_FILE).exists() and BASELINE_INDEX_FILE not in os.listdir(repo)
+
+    async def go():
+        opened = await open_sandbox(task, sandbox_options)
+        try:
+            await opened.sandbox.exec("echo changed > new.txt && rm calc.py", timeout=30)
+            await opened.quiesce()
+            made = opened.prepare_capture()
+            listed = sorted(os.listdir(opened.sandbox.scratch / "tmp" / made.removeprefix("/tmp/") / "git"))
+            verification = await verify(opened, task)
+            return made, listed, verification
+        finally:
+            await opened.close()
+
+    made, listed, verification = run(go())
+    assert made.startswith("/tmp/leafcost-git.") and listed == ["HEAD", "index", "objects", "refs"]
+    assert "+changed" in verification.patch and "deleted file mode" in verification.patch
+    index.unlink()
+    assert run(go())[2].patch == verification.patch
