@@ -763,14 +763,23 @@ def test_leaf_tool_schemas_match_leaf() -> None:
     assert leaf_tools.RUNNER_VERSION == "3"
 
 
-def test_runner_start_imports_no_typing(tmp_path: Path) -> None:
-    """Every sandbox start pays for the runner's imports: typing is for type checkers only."""
+def test_runner_start_imports_neither_typing_nor_urllib(tmp_path: Path) -> None:
+    """Every sandbox start pays for the runner's imports: typing is for type checkers only, and pathlib's
+    urllib.parse (for Path.as_uri alone) is a stand-in while pathlib is imported."""
     runner = Path(tool_runner.__file__).resolve()
     done = subprocess.run([sys.executable, "-u", "-I", "-S", "-X", "importtime", str(runner), "--workdir",
                            str(tmp_path)], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and '"ready": true' in done.stdout
     imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
-    assert "json" in imported and "typing" not in imported  # json: the probe sees the imports
+    assert "json" in imported and "pathlib" in imported  # the probe sees the imports
+    assert not imported & {"typing", "urllib.parse", "ipaddress"}
+    # pathlib works as ever, as_uri too (the real urllib.parse imported then), and nothing else sees the stand-in
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import tool_runner; "
+             "assert 'urllib.parse' not in sys.modules; print(tool_runner.Path('/a b').as_uri()); "
+             "import urllib.parse; print(urllib.parse.quote('a b'), urllib.parse.__file__ is not None)")
+    checked = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(runner.parent)], capture_output=True,
+                             text=True, timeout=60)
+    assert checked.stdout.split() == ["file:///a%20b", "a%20b", "True"], checked.stderr
 
 
 @pytest.mark.parametrize("text", ["", "plain", "héllo ✓ 𝄞", "a\ud800b", "\udcff", "x\ud83d\ude00y", "\udfff\ud800"])
