@@ -207,7 +207,8 @@ def test_episode_overhead():
     assert checkout["episodes"] == 2 and document["episodes"] == 2
     stages = checkout["stages"]
     assert stages["sandbox start (bwrap + runner)"]["calls"] == 1  # per episode: the verifier runs none
-    assert stages["verify: capture + restore + git add (one exec)"]["calls"] == 1
+    assert stages["verify: capture + restore + git add + test.sh (one exec)"]["calls"] == 1
+    assert "verify: test.sh (+ git add)" not in stages  # test.sh ran in that one bubblewrap
     total = checkout["total"]
     assert total["cpu"] == pytest.approx(total["host"] + total["sandbox"])
     assert checkout["range"]["cpu"][0] <= checkout["range"]["cpu"][1]
