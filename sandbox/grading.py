@@ -27,6 +27,7 @@ from sandbox.shared.tool_runner import STREAM_CAP_BYTES
 PATCH_TIMEOUT_SEC = 120.0
 PATCH_CAP_BYTES = STREAM_CAP_BYTES
 REWARD_CAP_BYTES = 1 << 20
+TEST_SH = "bash /tests/test.sh"  # how the verifier runs the task's tests, as Harbor runs them
 
 
 class GradeResult(BaseModel):
@@ -162,21 +163,18 @@ async def capture_patch(sandbox: Sandbox, baseline: GitBaseline | None) -> tuple
     return result.stdout, None
 
 
-async def prepare_repository(sandbox: Sandbox, baseline: GitBaseline, task: Task | None = None, *,
-                             capture_dir: str | None = None
+async def prepare_repository(sandbox: Sandbox, baseline: GitBaseline, task: Task, *, capture_dir: str | None = None
                              ) -> tuple[str, str | None, tuple[bool, bool], ExecResult | None]:
     """`capture_patch`, `restore_repository` and the stage before test.sh in one exec (`git_safe.prepare_command`),
-    where the capture sandbox is already the verifier's and one user runs everything; with `task`, on a sandbox that
-    runs two commands in one (`exec_then`: the local backend), test.sh too: (patch, why it is missing, (restored,
+    where the capture sandbox is already the verifier's and one user runs everything; on a sandbox that runs two
+    commands in one (`exec_then`: the local backend), `task`'s test.sh too: (patch, why it is missing, (restored,
     staged), test.sh's result or None). A part that did not finish is left to the separate calls, which `verify`
     then makes. `capture_dir`: capture's git directory, already made by the host (git_safe.prepare_command)."""
     marker = f"leafcost-{uuid.uuid4().hex}"
-    exec_then = getattr(sandbox, "exec_then", None) if task is not None else None
+    exec_then = getattr(sandbox, "exec_then", None)
     tested = None
     if exec_then is not None:
-        assert task is not None
-        test = _test_command(task, baseline)
-        result, tested = await exec_then(git_safe.prepare_command(baseline, marker, then=test,
+        result, tested = await exec_then(git_safe.prepare_command(baseline, marker, then=_test_command(task),
                                                                   capture_dir=capture_dir),
                                          timeout=3 * PATCH_TIMEOUT_SEC, marker=marker,
                                          then_timeout=task.config.verifier.timeout_sec)
@@ -233,7 +231,7 @@ async def _run_verifier(sandbox: Sandbox, task: Task, user: str | None,
     started = time.monotonic()
     if task.swebench is None and baseline is not None:
         await sandbox.exec(git_safe.stage_command(baseline), timeout=PATCH_TIMEOUT_SEC, user=user)
-    result = await sandbox.exec("bash /tests/test.sh", timeout=task.config.verifier.timeout_sec,
+    result = await sandbox.exec(TEST_SH, timeout=task.config.verifier.timeout_sec,
                                 env=verifier_env(task), user=user)
     return result.model_copy(update={"seconds": time.monotonic() - started})
 
@@ -249,15 +247,15 @@ def verifier_env(task: Task) -> dict[str, str]:
     return env
 
 
-def _test_command(task: Task, baseline: GitBaseline) -> str:
+def _test_command(task: Task) -> str:
     """test.sh as `_run_verifier` runs it, as the last command of the one exec, its environment exported just
     before (the stage before it keeps the sandbox's, as the separate stage does); `env` where a name is not one
     the shell can export."""
     env = verifier_env(task)
     assignments = " ".join(shlex.quote(f"{key}={value}") for key, value in env.items())
     if all(_SHELL_NAME.fullmatch(key) for key in env):
-        return f"export {assignments}\nexec bash /tests/test.sh" if env else "exec bash /tests/test.sh"
-    return f"exec env -- {assignments} bash /tests/test.sh"
+        return f"export {assignments}\nexec {TEST_SH}" if env else f"exec {TEST_SH}"
+    return f"exec env -- {assignments} {TEST_SH}"
 
 
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
