@@ -25,6 +25,17 @@ async def _verifier(task, options) -> tuple[object, CommandSandbox]:
     return opened, opened.sandbox
 
 
+async def _verified(task, options, command: str | None = None):
+    """Opens a fresh sandbox for `task`, runs `command` in it as the agent would leave it, verifies, closes."""
+    opened = await open_sandbox(task, options)
+    try:
+        if command is not None:
+            await opened.sandbox.exec(command, timeout=30)
+        return await verify(opened, task)
+    finally:
+        await opened.close()
+
+
 def test_each_command_is_its_own_sandbox_and_takes_its_processes_with_it(make_task, sandbox_options):
     async def go():
         opened, sandbox = await _verifier(make_task(), sandbox_options)
@@ -95,15 +106,8 @@ def test_one_exec_capture_gives_the_same_patch_and_grade(make_task, sandbox_opti
               "echo 1 > /logs/verifier/reward.txt\n"
     task = make_task("one-exec", files={"tests/test.sh": test_sh})
 
-    async def go():
-        opened = await open_sandbox(task, sandbox_options)
-        try:
-            await opened.sandbox.exec("echo changed > new.txt && git config core.hooksPath /tmp/evil", timeout=30)
-            return await verify(opened, task)
-        finally:
-            await opened.close()
-
-    verification = run(go())
+    verification = run(_verified(task, sandbox_options,
+                                 "echo changed > new.txt && git config core.hooksPath /tmp/evil"))
     assert "+changed" in verification.patch and verification.patch_error is None
     assert verification.grade.reward == 1.0 and verification.grade.error is None  # staged before test.sh
 
@@ -183,15 +187,7 @@ def test_one_exec_grades_through_a_forged_marker(make_task, sandbox_options):
                "echo 0 > /logs/verifier/reward.txt\n")
     task = make_task("forged-marker", files={"tests/test.sh": test_sh})
 
-    async def go():
-        opened = await open_sandbox(task, sandbox_options)
-        try:
-            await opened.sandbox.exec("echo changed > new.txt", timeout=30)
-            return await verify(opened, task)
-        finally:
-            await opened.close()
-
-    verification = run(go())
+    verification = run(_verified(task, sandbox_options, "echo changed > new.txt"))
     assert "+changed" in verification.patch and "forged" not in verification.patch
     assert verification.grade.exit_code == 0 and verification.grade.reward == 0.0  # test.sh found the marker
     assert "forged patch line" in verification.grade.output_tail
@@ -204,14 +200,7 @@ def test_one_exec_gives_test_sh_the_verifier_env_whatever_its_names(make_task, s
     task = make_task("verifier-env", files={"tests/test.sh": test_sh})
     task.config.verifier.env = {name: "it's \"quoted\" $HOME"}
 
-    async def go():
-        opened = await open_sandbox(task, sandbox_options)
-        try:
-            return await verify(opened, task)
-        finally:
-            await opened.close()
-
-    assert run(go()).grade.reward == 1.0
+    assert run(_verified(task, sandbox_options)).grade.reward == 1.0
 
 
 def test_capture_starts_from_the_builds_baseline_index_in_a_host_made_git_directory(make_task, sandbox_options):
