@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import errno
 import fcntl
 import glob
@@ -344,30 +343,28 @@ async def _build(task: Task, options: SandboxOptions, key: str, root: Path) -> B
             raise BuildError(f"task {task.task_id}: could not record the git baseline in {plan.workdir}: "
                              f"{(result.stderr or result.stdout)[-500:]}")
         recorded = await sandbox.exec(RECORD, timeout=60, cwd=plan.workdir, env=plan.env)
-        index = await _baseline_index(sandbox, recorded.facts())
+        git = baseline_from_facts(recorded.facts(), restore_as=None)  # one sandbox user does everything here
+        index = await _baseline_index(sandbox, git) if git is not None else None
     finally:
         await sandbox.close()
     if index is not None:  # beside root/, never in it: no sandbox sees it
         (root.parent / BASELINE_INDEX_FILE).write_bytes(index)
     for name in ("tests", "solution", "logs"):  # Harbor's dirs start empty in every episode
         shutil.rmtree(root / name, ignore_errors=True)
-    git = baseline_from_facts(recorded.facts(), restore_as=None)  # one sandbox user does everything here
     return BuiltEnvironment(key=key, root=root, workdir=plan.workdir, env=plan.env, from_image=plan.from_image,
                             ignored_instructions=plan.ignored, git=git,
                             build_seconds=time.monotonic() - started)
 
 
-async def _baseline_index(sandbox: LocalSandbox, facts: dict[str, str]) -> bytes | None:
+async def _baseline_index(sandbox: LocalSandbox, git: GitBaseline) -> bytes | None:
     """The baseline commit's git index, which every episode's patch capture starts from (git_safe.BASELINE_INDEX);
     None where it cannot be made (capture then makes it itself, as before)."""
-    if not facts.get("head") or not facts.get("git_dir"):
-        return None
-    made = await sandbox.exec(baseline_index_command(facts["git_dir"], facts["head"]), timeout=120)
+    made = await sandbox.exec(baseline_index_command(git.git_dir, git.commit), timeout=120)
     if not made.ok or made.truncated_bytes:
         return None
     try:
         return base64.b64decode(made.stdout, validate=False) or None
-    except (binascii.Error, ValueError):
+    except ValueError:  # binascii.Error is one
         return None
 
 
